@@ -1,0 +1,63 @@
+"""The exceptions turnstile raises: one short hierarchy rooted at `TurnstileError`."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CorruptState",
+    "HistoryProblem",
+    "InvalidHistory",
+    "ModelError",
+    "ProtocolError",
+    "TurnstileError",
+]
+
+from typing import NamedTuple
+
+
+class TurnstileError(Exception):
+    """Base class of every error turnstile raises on purpose."""
+
+
+class ProtocolError(TurnstileError):
+    """An observation the loop cannot accept now; the loop's state is left exactly as it was."""
+
+
+class HistoryProblem(NamedTuple):
+    """One violation found by `validate_history`: where it is and which call it concerns."""
+
+    position: int
+    call_id: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"message {self.position}"
+        return f"{where}: {self.message}" + (f" (call {self.call_id})" if self.call_id else "")
+
+
+class InvalidHistory(TurnstileError):
+    """A message list that breaks the ledger's rules (pairing, alternation, content)."""
+
+    def __init__(self, problems: list[HistoryProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+    @property
+    def call_ids(self) -> list[str]:
+        return [p.call_id for p in self.problems if p.call_id is not None]
+
+    @property
+    def positions(self) -> list[int]:
+        return [p.position for p in self.problems]
+
+
+class CorruptState(TurnstileError):
+    """A dump that cannot be loaded: not ours, damaged, or written by a newer schema."""
+
+
+class ModelError(TurnstileError):
+    """A model call failed; model clients raise it and executors turn it into `ModelFailed`."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        self.message = message
+        self.retryable = retryable
+        super().__init__(message)

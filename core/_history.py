@@ -1,0 +1,79 @@
+"""The ledger's rules, checked: the seeds' three trace checks as one function."""
+
+from __future__ import annotations
+
+__all__ = ["history_problems", "validate_history"]
+
+from collections import Counter
+from collections.abc import Sequence
+
+from ._errors import HistoryProblem, InvalidHistory
+from ._messages import AssistantMessage, Message, ToolCall, ToolResults, UserMessage
+
+
+def history_problems(
+    messages: Sequence[Message], *, allow_pending: bool = False
+) -> list[HistoryProblem]:
+    """Every rule `messages` breaks, in order; empty when the history is valid.
+
+    Rules: it starts with a user message; no two assistant (or two user) messages in a row; every
+    tool call has exactly one result, in the `ToolResults` right after its reply; every result
+    answers a call of that reply; call ids are unique. `allow_pending` lets the last reply's calls
+    still wait for results (a batch in flight).
+    """
+    problems: list[HistoryProblem] = []
+    add = problems.append
+    seen: set[str] = set()
+    previous: Message | None = None
+    open_calls: list[str] = []  # calls of the previous reply, still waiting for results
+    for i, message in enumerate(messages):
+        kind = type(message)
+        if kind is not ToolResults and open_calls:
+            for call_id in open_calls:
+                add(HistoryProblem(i, call_id, "tool call has no result before the next message"))
+            open_calls = []
+        if kind is UserMessage:
+            if not message.content:
+                add(HistoryProblem(i, None, "user message is empty"))
+            if type(previous) is UserMessage:
+                add(HistoryProblem(i, None, "two user messages in a row"))
+        elif kind is AssistantMessage:
+            if previous is None:
+                add(HistoryProblem(i, None, "history starts with an assistant message"))
+            elif type(previous) is AssistantMessage:
+                add(HistoryProblem(i, None, "two assistant messages in a row"))
+            for part in message.content:
+                if type(part) is ToolCall:
+                    if part.id in seen:
+                        add(HistoryProblem(i, part.id, "tool call id is not unique"))
+                    seen.add(part.id)
+                    open_calls.append(part.id)
+        elif kind is ToolResults:
+            answered = Counter(r.call_id for r in message.results)
+            if not message.results:
+                add(HistoryProblem(i, None, "tool results message is empty"))
+            elif type(previous) is not AssistantMessage:
+                add(HistoryProblem(i, None, "tool results do not follow a reply with tool calls"))
+            for call_id, count in answered.items():
+                if call_id not in open_calls:
+                    add(HistoryProblem(i, call_id, "result answers no call of the previous reply"))
+                elif count > 1:
+                    add(HistoryProblem(i, call_id, "tool call has more than one result"))
+            for call_id in open_calls:
+                if call_id not in answered:
+                    add(HistoryProblem(i, call_id, "tool call has no result"))
+            open_calls = []
+        else:
+            add(HistoryProblem(i, None, f"not a message: {type(message).__name__}"))
+        previous = message
+    if open_calls and not allow_pending:
+        for call_id in open_calls:
+            add(HistoryProblem(len(messages) - 1, call_id, "tool call has no result"))
+    return problems
+
+
+def validate_history(messages: Sequence[Message], *, allow_pending: bool = False) -> None:
+    """Raise `InvalidHistory` naming every broken rule (positions and call ids), or return."""
+    problems = history_problems(messages, allow_pending=allow_pending)
+    if problems:
+        raise InvalidHistory(problems)

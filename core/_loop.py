@@ -1,0 +1,466 @@
+"""`Loop`: feed it observations, get commands back. Pure: no clock, no I/O, no randomness.
+
+Per observation the work is independent of history length: the ledger only grows, requests carry
+an O(1) `History` view of it, and every guard keeps its own small counter.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Loop"]
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from ._commands import (
+    AwaitApproval,
+    CallModel,
+    Command,
+    Finish,
+    History,
+    ModelRequest,
+    Purpose,
+    RunTool,
+    StopReason,
+)
+from ._errors import CorruptState, HistoryProblem, InvalidHistory, ProtocolError
+from ._history import history_problems
+from ._machine import ACCEPTS, NEXT
+from ._messages import (
+    AssistantMessage,
+    Message,
+    ModelStop,
+    Part,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    UserMessage,
+    text_of,
+)
+from ._observations import (
+    Approved,
+    Cancel,
+    Denied,
+    Event,
+    ModelFailed,
+    ModelReplied,
+    Observation,
+    Started,
+    Tick,
+    ToolReturned,
+)
+from ._spec import LoopSpec, ToolSpec
+from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state
+
+_BUDGET_REASONS = (StopReason.max_turns, StopReason.deadline, StopReason.context_budget)
+_canonical = msgspec.json.Encoder(order="sorted")
+_UNLISTED = ToolSpec(name="")
+
+
+def estimate_tokens(text: str) -> int:
+    """A deliberately generous token estimate (about 3 UTF-8 bytes a token) for budgeting."""
+    return (len(text.encode()) + 2) // 3
+
+
+def _part_tokens(parts: Iterable[Part]) -> int:
+    total = 0
+    for p in parts:
+        if type(p) is Text or type(p) is Thinking:
+            total += estimate_tokens(p.text)
+        elif type(p) is ToolCall:
+            total += estimate_tokens(p.raw_arguments or _canonical.encode(p.arguments).decode())
+    return total
+
+
+def _message_tokens(message: Message) -> int:
+    if type(message) is UserMessage:
+        return estimate_tokens(message.content)
+    if type(message) is AssistantMessage:
+        return _part_tokens(message.content)
+    return sum(estimate_tokens(r.content) for r in message.results)  # type: ignore[union-attr]
+
+
+class Loop:
+    """The agent loop as a state machine over `LoopState`.
+
+    `start()` hands it the conversation, `send()` each observation; both return the commands to
+    carry out next (an empty list while results are still outstanding). An observation that
+    matches nothing outstanding raises `ProtocolError` and leaves the state untouched.
+    """
+
+    __slots__ = ("_tools", "spec", "state")
+
+    def __init__(self, spec: LoopSpec, state: LoopState | None = None) -> None:
+        self.spec = spec
+        self.state = state if state is not None else LoopState()
+        self._tools = {t.name: t for t in spec.tools}
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def dump(self) -> bytes:
+        """The whole state as bytes; `Loop.load(spec, data)` continues from it anywhere."""
+        return dump_state(self.state)
+
+    @classmethod
+    def load(cls, spec: LoopSpec, data: bytes | str) -> Loop:
+        """Rebuild a loop from `dump()`; raises `CorruptState` when the bytes cannot be used."""
+        state = load_state(data)
+        if state.phase not in ACCEPTS:
+            raise CorruptState(f"unknown phase {state.phase!r}")
+        pending = state.phase in ("awaiting_tools", "awaiting_approval")
+        problems = history_problems(state.messages, allow_pending=pending)
+        if problems:
+            raise CorruptState(f"state holds an invalid history: {InvalidHistory(problems)}")
+        return cls(spec, state)
+
+    @classmethod
+    def replay(cls, spec: LoopSpec, events: Sequence[Event]) -> Loop:
+        """Rebuild a loop by feeding a recorded event log to a fresh one."""
+        loop = cls(spec)
+        for event in events:
+            if type(event) is Started:
+                loop.start(event.messages, event.now)
+            else:
+                loop.send(event)  # type: ignore[arg-type]
+        return loop
+
+    # -- driving -----------------------------------------------------------------------------
+
+    def start(self, prompt: str | Sequence[Message], now: float) -> list[Command]:
+        """Begin with a prompt (or a whole conversation ending on the user's side)."""
+        st = self.state
+        if st.phase != "idle":
+            raise ProtocolError(f"start() in phase {st.phase}: a loop starts once")
+        messages: list[Message] = [UserMessage(prompt)] if isinstance(prompt, str) else list(prompt)
+        problems = history_problems(messages)
+        if not messages:
+            problems.append(HistoryProblem(0, None, "no messages to start from"))
+        elif type(messages[-1]) is AssistantMessage:
+            problems.append(HistoryProblem(len(messages) - 1, None, "ends with the model's reply"))
+        if problems:
+            raise InvalidHistory(problems)
+        st.events.append(Started(messages=messages, now=now))
+        st.messages.extend(messages)
+        st.started_at = now
+        st.context_tokens = estimate_tokens(self.spec.system or "") + sum(
+            _message_tokens(m) for m in messages
+        )
+        self._go("start")
+        return self._next_turn(now)
+
+    def send(self, obs: Observation) -> list[Command]:
+        """Hand the loop one observation; returns the commands it decides on."""
+        st = self.state
+        if type(obs) not in ACCEPTS[st.phase]:
+            raise ProtocolError(f"cannot accept {obs!r} in phase {st.phase}")
+        self._check(obs)
+        st.events.append(obs)  # type: ignore[arg-type]
+        match obs:
+            case ModelReplied(response=response):
+                return self._on_reply(response, obs.now)
+            case ModelFailed():
+                return self._on_model_failed(obs)
+            case ToolReturned(call_id=call_id, content=content, is_error=is_error):
+                pending = self._pending(call_id)
+                pending.result = ToolResult(call_id, content, is_error)  # type: ignore[union-attr]
+                pending.status = CallStatus.done  # type: ignore[union-attr]
+            case Approved(call_id=call_id):
+                self._pending(call_id).status = CallStatus.queued  # type: ignore[union-attr]
+            case Denied(call_id=call_id, reason=reason):
+                message = f"denied by a human: {reason or 'no reason given'}. Do not retry it."
+                self._resolve(self._pending(call_id), message)  # type: ignore[arg-type]
+            case Cancel(reason=reason):
+                self._abort_batch(f"not run: the run was cancelled ({reason or 'no reason'})")
+                return self._finish(StopReason.cancelled, None)
+            case Tick():
+                if st.phase == "finalizing" or not self._deadline_passed(obs.now):
+                    return []
+        return self._dispatch(obs.now)
+
+    def _check(self, obs: Observation) -> None:
+        """Refuse an observation that answers nothing outstanding, before anything changes."""
+        st = self.state
+        match obs:
+            case ModelReplied(command_id=cid) | ModelFailed(command_id=cid):
+                if cid != st.pending_model:
+                    raise ProtocolError(
+                        f"{type(obs).__name__}(command_id={cid!r}) matches no outstanding "
+                        f"model call (outstanding: {st.pending_model!r})"
+                    )
+                if type(obs) is ModelReplied:
+                    _check_call_ids(obs.response.content)
+            case ToolReturned(call_id=call_id) | Approved(call_id=call_id) | Denied(
+                call_id=call_id
+            ):
+                want = CallStatus.running if type(obs) is ToolReturned else CallStatus.approval
+                pending = self._pending(call_id)
+                if pending is None or pending.status is not want:
+                    now = "unknown" if pending is None else pending.status.value
+                    raise ProtocolError(
+                        f"{type(obs).__name__}(call_id={call_id!r}) does not match a call that "
+                        f"is {want.value} (that call is {now})"
+                    )
+
+    # -- model replies -----------------------------------------------------------------------
+
+    def _on_reply(self, response: Any, now: float) -> list[Command]:
+        st = self.state
+        guards = self.spec.guards
+        st.pending_model = None
+        st.retries = 0
+        st.usage = st.usage + response.usage
+        st.messages.append(AssistantMessage(response.content))
+        if response.usage.input_tokens:
+            st.context_tokens = response.usage.input_tokens + response.usage.output_tokens
+        else:
+            st.context_tokens += _part_tokens(response.content)
+        calls = [p for p in response.content if type(p) is ToolCall]
+        text = text_of(response.content)
+
+        if st.finalizing is not None:
+            self._new_batch(calls, "not run: the run is finishing")
+            return self._finish(st.finalizing, text)
+        st.turns += 1
+        stop = response.stop
+        if stop is ModelStop.refusal or stop is ModelStop.content_filter:
+            self._new_batch(calls, f"not run: the reply ended with {stop.value}")
+            return self._finish(StopReason.refusal, text)
+        if not calls:
+            if stop is ModelStop.max_tokens:
+                return self._finish(StopReason.max_tokens, text)
+            if stop is ModelStop.pause:
+                return self._next_turn(now)
+            return self._finish(StopReason.completed, text)
+
+        repeated = None
+        limit = guards.max_repeated_calls
+        batch: list[PendingCall] = []
+        for call in calls:
+            spec = self._tools.get(call.name)
+            p = PendingCall(call=call, status=CallStatus.queued)
+            batch.append(p)
+            problem = _call_problem(call, spec, self._tools)
+            if problem is not None:
+                p.status, p.result = CallStatus.done, ToolResult(call.id, problem, True)
+            elif spec.finish:  # type: ignore[union-attr]
+                p.status, p.result = CallStatus.done, ToolResult(call.id, "finished")
+            else:
+                key = call.name + "\0" + _canonical.encode(call.arguments).decode()
+                count = st.call_counts[key] = st.call_counts.get(key, 0) + 1
+                if limit is not None and count >= limit and repeated is None:
+                    repeated = f"not run: this exact call was already made {count - 1} times"
+                elif spec.needs_approval:  # type: ignore[union-attr]
+                    p.status = CallStatus.approval
+        st.batch = batch
+        if repeated is not None:
+            self._abort_batch(repeated)
+            return self._finish(StopReason.repeated_call, None)
+        asks: list[Command] = [
+            AwaitApproval(p.call.id, p.call.name, p.call.arguments)
+            for p in batch
+            if p.status is CallStatus.approval
+        ]
+        return asks + self._dispatch(now)
+
+    def _on_model_failed(self, obs: ModelFailed) -> list[Command]:
+        st = self.state
+        st.pending_model = None
+        if obs.retryable and st.retries < self.spec.guards.max_model_retries:
+            if st.finalizing is None and self._deadline_passed(obs.now):
+                return self._stop(StopReason.deadline)
+            st.retries += 1
+            if st.finalizing is not None:
+                return self._call_model(Purpose.finalize, "retry_finalize")
+            return self._call_model(Purpose.turn, "ask_model")
+        if st.finalizing is not None:
+            return self._finish(st.finalizing, None)
+        return self._finish(StopReason.model_error, None)
+
+    # -- tool batches ------------------------------------------------------------------------
+
+    def _pending(self, call_id: str) -> PendingCall | None:
+        for p in self.state.batch:
+            if p.call.id == call_id:
+                return p
+        return None
+
+    def _resolve(self, p: PendingCall, error: str) -> None:
+        p.status, p.result = CallStatus.done, ToolResult(p.call.id, error, True)
+
+    def _new_batch(self, calls: list[ToolCall], error: str) -> None:
+        """Record calls that will never run, each with an error result, so pairing holds."""
+        if calls:
+            self.state.batch = [PendingCall(call=c, status=CallStatus.queued) for c in calls]
+            self._abort_batch(error)
+
+    def _abort_batch(self, error: str) -> None:
+        """Give every call still without a result an error result, and write the batch."""
+        st = self.state
+        if not st.batch:
+            return
+        for p in st.batch:
+            if p.status is not CallStatus.done:
+                self._resolve(p, error)
+        st.messages.append(ToolResults([p.result for p in st.batch]))  # type: ignore[misc]
+        st.batch = []
+
+    def _dispatch(self, now: float) -> list[Command]:
+        """Start every queued call that may overlap with what is running, in call order.
+
+        A call that is not parallel-safe waits for all calls before it and holds back all
+        calls after it; calls naming the same resource run one after another.
+        """
+        if self._deadline_passed(now):
+            return self._stop(StopReason.deadline, "not run: the run's deadline passed")
+        st = self.state
+        tools = self._tools
+        commands: list[Command] = []
+        busy: set[str] = set()
+        running = False
+        earlier = False  # an earlier call has no result yet
+        for p in st.batch:
+            status = p.status
+            if status is CallStatus.done:
+                continue
+            spec = tools.get(p.call.name, _UNLISTED)
+            if status is CallStatus.queued and (spec.resource is None or spec.resource not in busy):
+                if spec.parallel_safe or not earlier:
+                    p.status = status = CallStatus.running
+                    commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
+            running = running or status is CallStatus.running
+            if not spec.parallel_safe:
+                break
+            if spec.resource is not None:
+                busy.add(spec.resource)
+            earlier = True
+        if running:
+            self._go("run_tools")
+            return commands
+        if any(p.status is not CallStatus.done for p in st.batch):
+            self._go("await_approval")
+            return commands
+        return self._complete_batch(now)
+
+    def _complete_batch(self, now: float) -> list[Command]:
+        st = self.state
+        guards = self.spec.guards
+        batch = st.batch
+        results = [p.result for p in batch]
+        st.messages.append(ToolResults(results))  # type: ignore[arg-type]
+        st.batch = []
+        st.context_tokens += sum(estimate_tokens(r.content) for r in results)  # type: ignore[union-attr]
+        for p in batch:
+            spec = self._tools.get(p.call.name)
+            if spec is not None and spec.finish and not p.result.is_error:  # type: ignore[union-attr]
+                return self._finish(StopReason.finish_tool, p.call.arguments)
+
+        st.failed_rounds = st.failed_rounds + 1 if all(r.is_error for r in results) else 0  # type: ignore[union-attr]
+        digest = hashlib.blake2b(digest_size=8)
+        for p in batch:
+            digest.update(_canonical.encode((p.call.name, p.call.arguments, p.result)))
+        st.round_digests.append(digest.hexdigest())
+        k = guards.max_stalled_rounds
+        if k is not None and len(st.round_digests) > 3 * k:
+            del st.round_digests[0]
+        return self._next_turn(now)
+
+    # -- deciding what comes next ------------------------------------------------------------
+
+    def _next_turn(self, now: float) -> list[Command]:
+        """Between turns: a stop condition, then each guard in order, else ask the model."""
+        st = self.state
+        guards = self.spec.guards
+        for condition in self.spec.stop_when:
+            if condition(st):
+                return self._finish(StopReason.stop_condition, None)
+        if self._deadline_passed(now):
+            return self._stop(StopReason.deadline)
+        if guards.max_turns is not None and st.turns >= guards.max_turns:
+            return self._stop(StopReason.max_turns)
+        window = guards.context_window
+        if window is not None and st.context_tokens > window - guards.reserve_tokens:
+            return self._stop(StopReason.context_budget)
+        if guards.max_failed_rounds is not None and st.failed_rounds >= guards.max_failed_rounds:
+            return self._finish(StopReason.tool_errors, None)
+        if guards.max_stalled_rounds is not None and _stalled(
+            st.round_digests, guards.max_stalled_rounds
+        ):
+            return self._finish(StopReason.no_progress, None)
+        return self._call_model(Purpose.turn, "ask_model")
+
+    def _stop(self, reason: StopReason, error: str = "") -> list[Command]:
+        """A guard tripped: write results for calls left open, then finalize or finish."""
+        st = self.state
+        self._abort_batch(error)
+        if reason in _BUDGET_REASONS and self.spec.guards.finalize and st.turns > 0:
+            st.finalizing = reason
+            st.messages.append(UserMessage(self.spec.guards.finalize_prompt))
+            return self._call_model(Purpose.finalize, "finalize")
+        return self._finish(reason, None)
+
+    def _call_model(self, purpose: Purpose, trigger: str) -> list[Command]:
+        st = self.state
+        st.model_calls += 1
+        command_id = f"model-{st.model_calls}"
+        st.pending_model = command_id
+        tools = self.spec.tools if purpose is Purpose.turn else ()
+        request = ModelRequest(
+            self.spec.system, History(st.messages), tools, self.spec.max_tokens, purpose
+        )
+        self._go(trigger)
+        return [CallModel(command_id, request)]
+
+    def _finish(self, reason: StopReason, output: Any) -> list[Command]:
+        st = self.state
+        st.stop_reason = reason
+        st.output = output
+        st.pending_model = None
+        self._go("finish")
+        return [Finish(reason, output)]
+
+    def _deadline_passed(self, now: float) -> bool:
+        st = self.state
+        limit = self.spec.guards.deadline_s
+        return limit is not None and st.started_at is not None and now - st.started_at >= limit
+
+    def _go(self, trigger: str) -> None:
+        self.state.phase = NEXT[(self.state.phase, trigger)]
+
+
+def _check_call_ids(content: list[Part]) -> None:
+    seen: set[str] = set()
+    for p in content:
+        if type(p) is ToolCall:
+            if p.id in seen:
+                raise ProtocolError(f"the reply has two tool calls with id {p.id!r}")
+            seen.add(p.id)
+
+
+def _call_problem(call: ToolCall, spec: ToolSpec | None, tools: dict[str, ToolSpec]) -> str | None:
+    """Why a call must not run, as a message the model can act on; None when it may run."""
+    if not call.complete:
+        return (
+            "not run: the reply hit its max_tokens limit before this call's arguments were "
+            "complete. Make the call again, with shorter arguments if you can."
+        )
+    if call.raw_arguments is not None:
+        raw = call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "…"
+        return f"arguments were not valid JSON: {raw!r}. Send the arguments as one JSON object."
+    if spec is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return f"unknown tool {call.name!r}. Available tools: {available}."
+    return None
+
+
+def _stalled(digests: list[str], k: int) -> bool:
+    """True when the last rounds repeat one block of 1 to 3 rounds `k` times (A-A-A, A-B-A-B…)."""
+    n = len(digests)
+    for period in (1, 2, 3):
+        span = period * k
+        if n >= span and all(digests[n - i] == digests[n - i - period] for i in range(1, span - period + 1)):
+            return True
+    return False

@@ -1,0 +1,75 @@
+"""Observations: facts the executor reports back. Past tense, frozen, tagged, each timestamped.
+
+`now` comes from the executor's monotonic clock; the loop never reads a clock of its own.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Approved",
+    "Cancel",
+    "Denied",
+    "Event",
+    "ModelFailed",
+    "ModelReplied",
+    "Observation",
+    "Started",
+    "Tick",
+    "ToolReturned",
+]
+
+import msgspec
+
+from ._messages import Message, ModelResponse
+
+
+class Observation(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True
+):
+    """Base of every observation."""
+
+    now: float
+
+
+class ModelReplied(Observation, frozen=True, tag="model_replied"):
+    command_id: str
+    response: ModelResponse
+
+
+class ModelFailed(Observation, frozen=True, tag="model_failed"):
+    command_id: str
+    message: str
+    retryable: bool = False
+
+
+class ToolReturned(Observation, frozen=True, tag="tool_returned"):
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+class Approved(Observation, frozen=True, tag="approved"):
+    call_id: str
+
+
+class Denied(Observation, frozen=True, tag="denied"):
+    call_id: str
+    reason: str = ""
+
+
+class Tick(Observation, frozen=True, tag="tick"):
+    """Time passed; lets the deadline guard fire while nothing else happens."""
+
+
+class Cancel(Observation, frozen=True, tag="cancel"):
+    reason: str = ""
+
+
+class Started(Observation, frozen=True, tag="started"):
+    """The first entry of every event log: the conversation `Loop.start` was given."""
+
+    messages: list[Message]
+
+
+AnyObservation = ModelReplied | ModelFailed | ToolReturned | Approved | Denied | Tick | Cancel
+Event = Started | AnyObservation

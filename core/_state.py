@@ -1,0 +1,103 @@
+"""The loop's whole state as plain data, and its dump format.
+
+A dump is JSON: `{"schema": N, "state": {...}}`. New fields always get defaults, so a dump from
+an older schema loads; a newer schema or damaged bytes raise `CorruptState` saying why.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SCHEMA_VERSION", "CallStatus", "LoopState", "PendingCall", "dump_state", "load_state"]
+
+import enum
+from typing import Any
+
+import msgspec
+
+from ._commands import History, StopReason
+from ._errors import CorruptState
+from ._messages import Message, ToolCall, ToolResult, Usage
+from ._observations import Event
+
+SCHEMA_VERSION = 1
+
+
+class CallStatus(enum.StrEnum):
+    queued = "queued"  # may run once the calls it must not overlap have returned
+    approval = "approval"  # waits for a human's Approved / Denied
+    running = "running"  # a RunTool went out
+    done = "done"  # has its result
+
+
+class PendingCall(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One call of the reply whose batch is in flight."""
+
+    call: ToolCall
+    status: CallStatus
+    result: ToolResult | None = None
+
+
+class LoopState(msgspec.Struct, kw_only=True):
+    """Everything the loop knows. Mutated only by `Loop`; dump it after any step."""
+
+    phase: str = "idle"
+    messages: list[Message] = msgspec.field(default_factory=list)
+    turns: int = 0
+    usage: Usage = Usage()
+    started_at: float | None = None
+    model_calls: int = 0
+    pending_model: str | None = None
+    retries: int = 0
+    batch: list[PendingCall] = msgspec.field(default_factory=list)
+    context_tokens: int = 0
+    call_counts: dict[str, int] = msgspec.field(default_factory=dict)
+    round_digests: list[str] = msgspec.field(default_factory=list)
+    failed_rounds: int = 0
+    finalizing: StopReason | None = None
+    stop_reason: StopReason = StopReason.unknown
+    output: Any = None
+    events: list[Event] = msgspec.field(default_factory=list)
+
+    @property
+    def outstanding(self) -> list[PendingCall]:
+        """Calls of the current batch that have no result yet."""
+        return [p for p in self.batch if p.status is not CallStatus.done]
+
+
+class _Dump(msgspec.Struct):
+    schema: int
+    state: LoopState
+
+
+class _Header(msgspec.Struct):
+    schema: int
+
+
+def _enc_hook(obj: object) -> object:
+    if isinstance(obj, History):
+        return list(obj)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
+_header = msgspec.json.Decoder(_Header)
+_decoder = msgspec.json.Decoder(_Dump)
+
+
+def dump_state(state: LoopState) -> bytes:
+    return ENCODER.encode(_Dump(SCHEMA_VERSION, state))
+
+
+def load_state(data: bytes | str) -> LoopState:
+    """Decode a dump, raising `CorruptState` with the reason when it cannot be used."""
+    try:
+        schema = _header.decode(data).schema
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise CorruptState(f"not a turnstile state dump: {e}") from None
+    if schema > SCHEMA_VERSION:
+        raise CorruptState(
+            f"dump has schema {schema}, newer than this turnstile's {SCHEMA_VERSION}; upgrade"
+        )
+    try:
+        return _decoder.decode(data).state
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise CorruptState(f"damaged state dump: {e}") from None

@@ -1,0 +1,160 @@
+"""`@tool`: a typed Python function becomes a `ToolSpec` plus a checked way to call it.
+
+The JSON schema comes from msgspec, built from the signature; the same msgspec type checks the
+model's arguments before the function runs. Every failure becomes a short message the model can
+act on, never a traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Tool", "ToolOutcome", "tool"]
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple, get_type_hints, overload
+
+import msgspec
+
+from ._spec import ToolSpec
+
+_json = msgspec.json.Encoder()
+
+
+class ToolOutcome(NamedTuple):
+    content: str
+    is_error: bool = False
+
+
+def _args_type(fn: Callable[..., Any]) -> type[msgspec.Struct]:
+    hints = get_type_hints(fn, include_extras=True)
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"@tool cannot describe *args or **kwargs ({fn.__name__})")
+        annotation = hints.get(name, Any)
+        if param.default is inspect.Parameter.empty:
+            fields.append((name, annotation))
+        else:
+            fields.append((name, annotation, param.default))
+    return msgspec.defstruct(
+        f"{fn.__name__}_arguments", fields, forbid_unknown_fields=True, kw_only=True
+    )
+
+
+def _schema(args_type: type[msgspec.Struct]) -> dict[str, Any]:
+    (ref,), components = msgspec.json.schema_components([args_type], ref_template="#/$defs/{name}")
+    name = ref["$ref"].rsplit("/", 1)[1]
+    schema = dict(components.pop(name))
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    if components:
+        schema["$defs"] = components
+    return schema
+
+
+def render(value: Any) -> str:
+    """A tool's return value as the text the model reads: str as is, anything else as JSON."""
+    return value if isinstance(value, str) else _json.encode(value).decode()
+
+
+class Tool:
+    """A function with its `ToolSpec`. Call it like the function, or `invoke()` it with a model's
+    arguments to get a checked, model-readable `ToolOutcome`."""
+
+    def __init__(self, fn: Callable[..., Any], spec: ToolSpec) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.name = spec.name
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._args_type = _args_type(fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name}>"
+
+    def check(self, arguments: dict[str, Any]) -> dict[str, Any] | ToolOutcome:
+        """The arguments converted to the function's types, or an error outcome saying why."""
+        try:
+            converted = msgspec.convert(arguments, self._args_type)
+        except msgspec.ValidationError as e:
+            return ToolOutcome(f"invalid arguments for {self.name}: {e}", True)
+        return {f: getattr(converted, f) for f in converted.__struct_fields__}
+
+    def failed(self, exc: BaseException) -> ToolOutcome:
+        detail = str(exc)
+        return ToolOutcome(
+            f"{self.name} failed: {type(exc).__name__}" + (f": {detail}" if detail else ""), True
+        )
+
+    def invoke(self, arguments: dict[str, Any]) -> ToolOutcome:
+        """Check the arguments, run the (sync) function, and render what it returned or raised."""
+        checked = self.check(arguments)
+        if isinstance(checked, ToolOutcome):
+            return checked
+        try:
+            return ToolOutcome(render(self.fn(**checked)))
+        except Exception as e:
+            return self.failed(e)
+
+    async def ainvoke(self, arguments: dict[str, Any]) -> ToolOutcome:
+        """Like `invoke`, awaiting the function when it is async."""
+        checked = self.check(arguments)
+        if isinstance(checked, ToolOutcome):
+            return checked
+        try:
+            result = self.fn(**checked)
+            if isinstance(result, Awaitable):
+                result = await result
+            return ToolOutcome(render(result))
+        except Exception as e:
+            return self.failed(e)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel_safe: bool = True,
+    resource: str | None = None,
+    finish: bool = False,
+    needs_approval: bool = False,
+    timeout_s: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel_safe: bool = True,
+    resource: str | None = None,
+    finish: bool = False,
+    needs_approval: bool = False,
+    timeout_s: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a typed function into a `Tool`; its docstring is the description.
+
+    Use bare (`@tool`) or with the scheduling options of `ToolSpec` (`@tool(resource="db")`).
+    Parameter descriptions come from `Annotated[T, msgspec.Meta(description=...)]`.
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        doc = inspect.getdoc(fn) or ""
+        spec = ToolSpec(
+            name=name or fn.__name__,
+            description=description if description is not None else doc.split("\n\n")[0],
+            parameters=_schema(_args_type(fn)),
+            parallel_safe=parallel_safe,
+            resource=resource,
+            finish=finish,
+            needs_approval=needs_approval,
+            timeout_s=timeout_s,
+        )
+        return Tool(fn, spec)
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,31 @@
+"""Errors of the wire layer: bodies we cannot read, and failures the provider reported."""
+
+from __future__ import annotations
+
+__all__ = ["DecodeError", "ProviderError"]
+
+from turnstile.core import ModelError, TurnstileError
+
+
+class DecodeError(TurnstileError):
+    """A response body (or stream event) that does not have the shape its API documents.
+
+    `path` names the offending place, e.g. `choices[0].message` or `content[1].id`.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class ProviderError(ModelError):
+    """The provider reported a failure (an HTTP error, an `error` event, a failed response).
+
+    `kind` is the provider's own error type (`overloaded_error`, `rate_limit_exceeded`, ...);
+    `retryable` says whether asking again may succeed. Executors turn it into `ModelFailed`.
+    """
+
+    def __init__(self, kind: str, message: str, *, retryable: bool) -> None:
+        self.kind = kind
+        super().__init__(f"{kind}: {message}", retryable=retryable)
