@@ -128,6 +128,22 @@ class Loop:
                 loop.send(event)  # type: ignore[arg-type]
         return loop
 
+    def outstanding_commands(self) -> list[Command]:
+        """The commands the state still waits on, as they were sent: what a resumed executor
+        (after `load` or `replay`) must carry out again."""
+        st = self.state
+        if st.phase == "done":
+            return [Finish(st.stop_reason, st.output)]
+        commands: list[Command] = []
+        if st.pending_model is not None:
+            commands.append(CallModel(st.pending_model, self._request()))
+        for p in st.batch:
+            if p.status is CallStatus.running:
+                commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
+            elif p.status is CallStatus.approval:
+                commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
+        return commands
+
     # -- driving -----------------------------------------------------------------------------
 
     def start(self, prompt: str | Sequence[Message], now: float) -> list[Command]:
@@ -193,8 +209,8 @@ class Loop:
                     )
                 if type(obs) is ModelReplied:
                     _check_call_ids(obs.response.content)
-            case ToolReturned(call_id=call_id) | Approved(call_id=call_id) | Denied(
-                call_id=call_id
+            case (
+                ToolReturned(call_id=call_id) | Approved(call_id=call_id) | Denied(call_id=call_id)
             ):
                 want = CallStatus.running if type(obs) is ToolReturned else CallStatus.approval
                 pending = self._pending(call_id)
@@ -273,9 +289,7 @@ class Loop:
             if st.finalizing is None and self._deadline_passed(obs.now):
                 return self._stop(StopReason.deadline)
             st.retries += 1
-            if st.finalizing is not None:
-                return self._call_model(Purpose.finalize, "retry_finalize")
-            return self._call_model(Purpose.turn, "ask_model")
+            return self._call_model("ask_model" if st.finalizing is None else "retry_finalize")
         if st.finalizing is not None:
             return self._finish(st.finalizing, None)
         return self._finish(StopReason.model_error, None)
@@ -390,7 +404,7 @@ class Loop:
             st.round_digests, guards.max_stalled_rounds
         ):
             return self._finish(StopReason.no_progress, None)
-        return self._call_model(Purpose.turn, "ask_model")
+        return self._call_model("ask_model")
 
     def _stop(self, reason: StopReason, error: str = "") -> list[Command]:
         """A guard tripped: write results for calls left open, then finalize or finish."""
@@ -399,20 +413,25 @@ class Loop:
         if reason in _BUDGET_REASONS and self.spec.guards.finalize and st.turns > 0:
             st.finalizing = reason
             st.messages.append(UserMessage(self.spec.guards.finalize_prompt))
-            return self._call_model(Purpose.finalize, "finalize")
+            return self._call_model("finalize")
         return self._finish(reason, None)
 
-    def _call_model(self, purpose: Purpose, trigger: str) -> list[Command]:
+    def _call_model(self, trigger: str) -> list[Command]:
         st = self.state
         st.model_calls += 1
-        command_id = f"model-{st.model_calls}"
-        st.pending_model = command_id
-        tools = self.spec.tools if purpose is Purpose.turn else ()
-        request = ModelRequest(
-            self.spec.system, History(st.messages), tools, self.spec.max_tokens, purpose
-        )
+        st.pending_model = f"model-{st.model_calls}"
         self._go(trigger)
-        return [CallModel(command_id, request)]
+        return [CallModel(st.pending_model, self._request())]
+
+    def _request(self) -> ModelRequest:
+        st = self.state
+        if st.finalizing is None:
+            return ModelRequest(
+                self.spec.system, History(st.messages), self.spec.tools, self.spec.max_tokens
+            )
+        return ModelRequest(
+            self.spec.system, History(st.messages), (), self.spec.max_tokens, Purpose.finalize
+        )
 
     def _finish(self, reason: StopReason, output: Any) -> list[Command]:
         st = self.state
@@ -448,7 +467,9 @@ def _call_problem(call: ToolCall, spec: ToolSpec | None, tools: dict[str, ToolSp
             "complete. Make the call again, with shorter arguments if you can."
         )
     if call.raw_arguments is not None:
-        raw = call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "…"
+        raw = (
+            call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "…"
+        )
         return f"arguments were not valid JSON: {raw!r}. Send the arguments as one JSON object."
     if spec is None:
         available = ", ".join(sorted(tools)) or "none"
@@ -461,6 +482,8 @@ def _stalled(digests: list[str], k: int) -> bool:
     n = len(digests)
     for period in (1, 2, 3):
         span = period * k
-        if n >= span and all(digests[n - i] == digests[n - i - period] for i in range(1, span - period + 1)):
+        if n >= span and all(
+            digests[n - i] == digests[n - i - period] for i in range(1, span - period + 1)
+        ):
             return True
     return False

@@ -34,7 +34,7 @@ class Text(msgspec.Struct, frozen=True, tag="text"):
 
 
 class Thinking(msgspec.Struct, frozen=True, omit_defaults=True, tag="thinking"):
-    """Reasoning the model showed (or hid: `redacted`); `signature`/`provider_data` go back verbatim."""
+    """Reasoning the model showed (or hid: `redacted`); signature and provider data go back."""
 
     text: str
     signature: str | None = None

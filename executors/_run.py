@@ -1,0 +1,63 @@
+"""`Run`: what an executor hands back — the loop, how it finished, and what still waits."""
+
+from __future__ import annotations
+
+__all__ = ["Run", "prepare"]
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from turnstile.core import AwaitApproval, Finish, Loop, LoopSpec, LoopState, Message, StopReason
+
+
+@dataclass
+class Run:
+    """The outcome of driving a loop. `finish` is None while approvals in `waiting` are pending:
+    dump `loop`, and resume later with the approver's answers."""
+
+    loop: Loop
+    finish: Finish | None
+    waiting: list[AwaitApproval] = field(default_factory=list)
+
+    @property
+    def state(self) -> LoopState:
+        return self.loop.state
+
+    @property
+    def stop_reason(self) -> StopReason:
+        return self.loop.state.stop_reason
+
+    @property
+    def output(self) -> Any:
+        return self.loop.state.output
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.loop.state.messages
+
+
+def prepare(
+    spec: LoopSpec, runner: object, state: Loop | None, clock: Callable[[], float]
+) -> tuple[Loop, Callable[[], float]]:
+    """The loop to drive (fresh, or resumed) and the clock to stamp observations with.
+
+    A spec without tools gets the runner's. A resumed loop's clock continues from its last
+    event, so the time a dumped state spent at rest (waiting for a human, say) is not counted.
+    """
+    specs = getattr(runner, "specs", None)
+    if not spec.tools and specs:
+        spec = msgspec.structs.replace(spec, tools=tuple(specs))
+    elif specs is not None:
+        missing = sorted({t.name for t in spec.tools} - {s.name for s in specs})
+        if missing:
+            raise ValueError(f"tools without an implementation: {', '.join(missing)}")
+    if state is None:
+        return Loop(spec), clock
+    loop = Loop(spec, state.state)
+    if not loop.state.events:
+        return loop, clock
+    offset = loop.state.events[-1].now - clock()
+    return loop, lambda: clock() + offset

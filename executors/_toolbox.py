@@ -1,0 +1,49 @@
+"""`Toolbox`: tool implementations by name, run with checked arguments."""
+
+from __future__ import annotations
+
+__all__ = ["Toolbox", "as_runner"]
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from turnstile.core import Tool, ToolOutcome, ToolSpec, tool
+
+from ._protocols import ToolRunner
+
+
+class Toolbox:
+    """Holds `Tool`s (plain functions are wrapped with `@tool`); `run` never raises."""
+
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            t = t if isinstance(t, Tool) else tool(t)
+            if t.name in self._tools:
+                raise ValueError(f"two tools are named {t.name!r}")
+            self._tools[t.name] = t
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec for t in self._tools.values())
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def _missing(self, name: str) -> ToolOutcome:
+        return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
+
+    def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        t = self._tools.get(name)
+        return self._missing(name) if t is None else t.invoke(arguments)
+
+    async def arun(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        t = self._tools.get(name)
+        return self._missing(name) if t is None else await t.ainvoke(arguments)
+
+
+def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRunner:
+    """A runner as given (a `Toolbox`, a sandbox...), or a `Toolbox` of the tools given."""
+    if isinstance(tools, ToolRunner):
+        return tools
+    return Toolbox(tools)

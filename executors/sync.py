@@ -1,0 +1,110 @@
+"""The plain synchronous executor: one command at a time, tools run inline.
+
+It carries out what the loop decides and nothing more. Tools run one after another (use the trio
+executor to overlap them); a sync tool cannot be interrupted, so per-tool timeouts need the
+sandbox.
+"""
+
+from __future__ import annotations
+
+__all__ = ["call_model", "run"]
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from turnstile.core import (
+    Approved,
+    AwaitApproval,
+    CallModel,
+    Command,
+    Denied,
+    Finish,
+    Loop,
+    LoopSpec,
+    Message,
+    ModelError,
+    ModelFailed,
+    ModelReplied,
+    Observation,
+    RunTool,
+    Tool,
+    ToolReturned,
+)
+
+from ._protocols import ModelClient, ToolRunner
+from ._run import Run, prepare
+from ._toolbox import as_runner
+
+Approver = Callable[[AwaitApproval], "bool | str"]
+
+
+def call_model(model: ModelClient, command: CallModel, now: Callable[[], float]) -> Observation:
+    """One model call as an observation; a failure of any kind becomes `ModelFailed`."""
+    try:
+        response = model.complete(command.request)
+    except ModelError as e:
+        return ModelFailed(command.id, e.message, e.retryable, now=now())
+    except Exception as e:  # a broken client must not lose the run's state
+        return ModelFailed(command.id, f"{type(e).__name__}: {e}", False, now=now())
+    return ModelReplied(command.id, response, now=now())
+
+
+def decide(approve: Approver, command: AwaitApproval, now: float) -> Observation:
+    """`approve` returns True to approve, or False / a reason to deny."""
+    answer = approve(command)
+    if answer is True:
+        return Approved(command.id, now=now)
+    return Denied(command.id, answer if isinstance(answer, str) else "", now=now)
+
+
+def run(
+    spec: LoopSpec,
+    prompt: str | Sequence[Message] | None = None,
+    *,
+    model: ModelClient,
+    tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
+    state: Loop | None = None,
+    approve: Approver | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    on_step: Callable[[Command | Observation], None] | None = None,
+) -> Run:
+    """Drive a loop until it finishes, or until only human approvals are left to wait for.
+
+    Start from `prompt`, or resume `state` (a `Loop` from `Loop.load` / `Loop.replay`) by
+    carrying out the commands it still waits on. `approve` answers approval requests; without it
+    they are returned in `Run.waiting`. `on_step` sees every command and observation.
+    """
+    runner = as_runner(tools)
+    loop, now = prepare(spec, runner, state, clock)
+    if state is None:
+        if prompt is None:
+            raise ValueError("run() needs a prompt, or a state to resume")
+        pending = deque(loop.start(prompt, now()))
+    else:
+        pending = deque(loop.outstanding_commands())
+    waiting: list[AwaitApproval] = []
+    while pending:
+        command = pending.popleft()
+        if on_step is not None:
+            on_step(command)
+        match command:
+            case Finish():
+                return Run(loop, command)
+            case CallModel():
+                obs = call_model(model, command, now)
+            case RunTool(id=call_id, name=name, arguments=arguments):
+                outcome = runner.run(name, arguments)
+                obs = ToolReturned(call_id, outcome.content, outcome.is_error, now=now())
+            case AwaitApproval():
+                if approve is None:
+                    waiting.append(command)
+                    continue
+                obs = decide(approve, command, now())
+            case _:
+                raise TypeError(f"unknown command {command!r}")
+        if on_step is not None:
+            on_step(obs)
+        pending.extend(loop.send(obs))
+    return Run(loop, None, waiting)
