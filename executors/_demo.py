@@ -7,7 +7,6 @@ __all__ = ["WEATHER", "demo_model", "demo_spec", "get_weather", "run_demo"]
 from typing import Annotated
 
 import msgspec
-
 from turnstile.core import LoopSpec, ModelResponse, ModelStop, Text, ToolCall, Usage, tool
 
 from . import sync

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-
 from turnstile.core import AwaitApproval, Finish, Loop, LoopSpec, LoopState, Message, StopReason
 
 
