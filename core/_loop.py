@@ -190,7 +190,7 @@ class Loop:
                 message = f"denied by a human: {reason or 'no reason given'}. Do not retry it."
                 self._resolve(self._pending(call_id), message)  # type: ignore[arg-type]
             case Cancel(reason=reason):
-                self._abort_batch(f"not run: the run was cancelled ({reason or 'no reason'})")
+                self._abort_batch(f"the run was cancelled ({reason or 'no reason given'})")
                 return self._finish(StopReason.cancelled, None)
             case Tick():
                 if st.phase == "finalizing" or not self._deadline_passed(obs.now):
@@ -238,12 +238,12 @@ class Loop:
         text = text_of(response.content)
 
         if st.finalizing is not None:
-            self._new_batch(calls, "not run: the run is finishing")
+            self._new_batch(calls, "the run is finishing")
             return self._finish(st.finalizing, text)
         st.turns += 1
         stop = response.stop
         if stop is ModelStop.refusal or stop is ModelStop.content_filter:
-            self._new_batch(calls, f"not run: the reply ended with {stop.value}")
+            self._new_batch(calls, f"the reply ended with {stop.value}")
             return self._finish(StopReason.refusal, text)
         if not calls:
             if stop is ModelStop.max_tokens:
@@ -268,7 +268,9 @@ class Loop:
                 key = call.name + "\0" + _canonical.encode(call.arguments).decode()
                 count = st.call_counts[key] = st.call_counts.get(key, 0) + 1
                 if limit is not None and count >= limit and repeated is None:
-                    repeated = f"not run: this exact call was already made {count - 1} times"
+                    repeated = (
+                        f"{call.name} was already called {count - 1} times with these arguments"
+                    )
                 elif spec.needs_approval:  # type: ignore[union-attr]
                     p.status = CallStatus.approval
         st.batch = batch
@@ -305,20 +307,23 @@ class Loop:
     def _resolve(self, p: PendingCall, error: str) -> None:
         p.status, p.result = CallStatus.done, ToolResult(p.call.id, error, True)
 
-    def _new_batch(self, calls: list[ToolCall], error: str) -> None:
+    def _new_batch(self, calls: list[ToolCall], why: str) -> None:
         """Record calls that will never run, each with an error result, so pairing holds."""
         if calls:
             self.state.batch = [PendingCall(call=c, status=CallStatus.queued) for c in calls]
-            self._abort_batch(error)
+            self._abort_batch(why)
 
-    def _abort_batch(self, error: str) -> None:
-        """Give every call still without a result an error result, and write the batch."""
+    def _abort_batch(self, why: str) -> None:
+        """Give every call still without a result an error result saying `why`, and write the
+        batch: results first, so the history stays valid whatever is decided next."""
         st = self.state
         if not st.batch:
             return
         for p in st.batch:
-            if p.status is not CallStatus.done:
-                self._resolve(p, error)
+            if p.status is CallStatus.running:
+                self._resolve(p, f"no result: {why} before this call returned")
+            elif p.status is not CallStatus.done:
+                self._resolve(p, f"not run: {why}")
         st.messages.append(ToolResults([p.result for p in st.batch]))  # type: ignore[misc]
         st.batch = []
 
@@ -329,7 +334,7 @@ class Loop:
         calls after it; calls naming the same resource run one after another.
         """
         if self._deadline_passed(now):
-            return self._stop(StopReason.deadline, "not run: the run's deadline passed")
+            return self._stop(StopReason.deadline, "the run's deadline passed")
         st = self.state
         tools = self._tools
         commands: list[Command] = []
@@ -375,7 +380,8 @@ class Loop:
         st.failed_rounds = st.failed_rounds + 1 if all(r.is_error for r in results) else 0  # type: ignore[union-attr]
         digest = hashlib.blake2b(digest_size=8)
         for p in batch:
-            digest.update(_canonical.encode((p.call.name, p.call.arguments, p.result)))
+            r = p.result
+            digest.update(_canonical.encode((p.call.name, p.call.arguments, r.content, r.is_error)))  # type: ignore[union-attr]
         st.round_digests.append(digest.hexdigest())
         k = guards.max_stalled_rounds
         if k is not None and len(st.round_digests) > 3 * k:
@@ -406,10 +412,10 @@ class Loop:
             return self._finish(StopReason.no_progress, None)
         return self._call_model("ask_model")
 
-    def _stop(self, reason: StopReason, error: str = "") -> list[Command]:
+    def _stop(self, reason: StopReason, why: str = "") -> list[Command]:
         """A guard tripped: write results for calls left open, then finalize or finish."""
         st = self.state
-        self._abort_batch(error)
+        self._abort_batch(why)
         if reason in _BUDGET_REASONS and self.spec.guards.finalize and st.turns > 0:
             st.finalizing = reason
             st.messages.append(UserMessage(self.spec.guards.finalize_prompt))

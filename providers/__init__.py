@@ -1,0 +1,8 @@
+"""turnstile.providers: the core's neutral messages on three wire formats, over the official SDKs."""
+
+from ._deltas import ArgumentsDelta as ArgumentsDelta
+from ._deltas import Delta as Delta
+from ._deltas import TextDelta as TextDelta
+from ._deltas import ThinkingDelta as ThinkingDelta
+from ._errors import DecodeError as DecodeError
+from ._errors import ProviderError as ProviderError

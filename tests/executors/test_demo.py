@@ -1,0 +1,49 @@
+"""`turnstile demo`: the seeds' conversation, offline; its whole trace is snapshotted."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+from turnstile.core import Guards, StopReason, validate_history
+from turnstile.executors import cli, sync
+from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
+
+
+def test_the_demo_trace_and_final_state(snapshot) -> None:
+    steps: list[object] = []
+    run = sync.run(
+        demo_spec(),
+        PROMPT,
+        model=demo_model(),
+        tools=[get_weather],
+        clock=iter(float(i) for i in range(100)).__next__,
+        on_step=steps.append,
+    )
+    assert run.stop_reason is StopReason.completed and run.state.turns == 2
+    assert (run.state.usage.input_tokens, run.state.usage.output_tokens) == (805, 251)
+    validate_history(run.messages)
+    trace = [
+        json.dumps(msgspec.to_builtins(s, enc_hook=list), ensure_ascii=False, sort_keys=True)
+        for s in steps
+    ]
+    assert trace == snapshot(name="steps")
+    assert json.loads(run.loop.dump()) == snapshot(name="final_state")
+
+
+def test_turnstile_demo_prints_each_turn_and_the_stop_reason(capsys) -> None:
+    assert cli.main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert '→ get_weather {"city": "北京"}' in out and '→ get_weather {"city": "上海"}' in out
+    assert "512 in / 121 out" in out and "293 in / 130 out" in out
+    assert out.rstrip().endswith("── completed after 2 turns · 805 in / 251 out ──")
+
+
+def test_the_demo_tool_reports_unknown_cities_to_the_model() -> None:
+    out = get_weather.invoke({"city": "广州"})
+    assert out.is_error and "可查询: 北京, 上海" in out.content
+
+
+def test_guards_are_on_by_default() -> None:
+    g = Guards()
+    assert g.max_turns and g.deadline_s and g.context_window and g.max_repeated_calls

@@ -1,0 +1,133 @@
+"""The sync executor carries out the loop's commands and nothing more."""
+
+from __future__ import annotations
+
+import pytest
+from turnstile.core import (
+    Guards,
+    Loop,
+    LoopSpec,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ModelStop,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    tool,
+    validate_history,
+)
+from turnstile.executors import ScriptedModel, Toolbox, sync
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(needs_approval=True)
+def delete(path: str) -> str:
+    """Delete a file (pretend)."""
+    return f"deleted {path}"
+
+
+def calls(*calls: ToolCall) -> ModelResponse:
+    return ModelResponse(list(calls), ModelStop.tool_use, Usage(10, 5))
+
+
+def text(t: str) -> ModelResponse:
+    return ModelResponse([Text(t)], ModelStop.end_turn, Usage(10, 5))
+
+
+def test_a_spec_without_tools_gets_the_toolbox_s() -> None:
+    model = ScriptedModel([calls(ToolCall("c", "add", {"a": 2, "b": 3})), text("5")])
+    run = sync.run(LoopSpec(), "2+3?", model=model, tools=[add])
+    assert run.stop_reason is StopReason.completed and run.output == "5"
+    assert [t.name for t in model.requests[0].tools] == ["add"]
+    assert run.messages[2].results[0].content == "5"
+
+
+def test_bad_arguments_and_unknown_tools_reach_the_model_as_errors() -> None:
+    model = ScriptedModel(
+        [
+            calls(ToolCall("x", "add", {"a": "two", "b": 3}), ToolCall("y", "mul", {"a": 1})),
+            text("sorry"),
+        ]
+    )
+    run = sync.run(LoopSpec(), "?", model=model, tools=[add])
+    x, y = run.messages[2].results
+    assert x.is_error and "invalid arguments for add" in x.content
+    assert y.is_error and "unknown tool 'mul'" in y.content
+
+
+def test_a_model_client_that_crashes_ends_the_run_with_its_state_intact() -> None:
+    def broken(request: ModelRequest) -> ModelResponse:
+        raise RuntimeError("bug in the client")
+
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel(broken), tools=[])
+    assert run.stop_reason is StopReason.model_error
+    assert run.state.events[-1].message == "RuntimeError: bug in the client"
+    validate_history(run.messages)
+
+
+def test_model_errors_are_retried_by_the_loop() -> None:
+    script = [ModelError("overloaded", retryable=True), text("fine")]
+    run = sync.run(LoopSpec(guards=Guards(max_model_retries=1)), "hi", model=ScriptedModel(script))
+    assert run.stop_reason is StopReason.completed and run.state.model_calls == 2
+
+
+def test_approvals_wait_then_resume_from_a_dump() -> None:
+    spec = LoopSpec(tools=(delete.spec,))
+    model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "/tmp/x"})), text("done")])
+    first = sync.run(spec, "clean up", model=model, tools=[delete])
+    assert first.finish is None and [c.id for c in first.waiting] == ["d"]
+    loop = Loop.load(spec, first.loop.dump())
+    resumed = sync.run(spec, model=model, tools=[delete], state=loop, approve=lambda c: True)
+    assert resumed.stop_reason is StopReason.completed
+    assert resumed.messages[2].results[0].content == "deleted /tmp/x"
+
+
+def test_a_denial_reaches_the_model() -> None:
+    spec = LoopSpec(tools=(delete.spec,))
+    model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "/"})), text("ok")])
+    run = sync.run(spec, "rm", model=model, tools=[delete], approve=lambda c: "not the root")
+    result = run.messages[2].results[0]
+    assert result.is_error and "not the root" in result.content
+
+
+def test_a_resumed_clock_continues_from_the_last_event() -> None:
+    spec = LoopSpec(tools=(delete.spec,), guards=Guards(deadline_s=50.0))
+    model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "x"})), text("done")])
+    ticks = iter([0.0, 10.0])
+    first = sync.run(spec, "go", model=model, tools=[delete], clock=lambda: next(ticks))
+    later = iter([1_000_000.0, 1_000_001.0, 1_000_002.0, 1_000_003.0])
+    run = sync.run(
+        spec,
+        model=model,
+        tools=[delete],
+        state=first.loop,
+        approve=lambda c: True,
+        clock=lambda: next(later),
+    )
+    assert run.stop_reason is StopReason.completed  # a week at rest did not trip the deadline
+    assert [e.now for e in run.state.events] == [0.0, 10.0, 11.0, 12.0, 13.0]
+
+
+def test_tools_the_model_is_told_of_must_have_an_implementation() -> None:
+    with pytest.raises(ValueError, match="without an implementation: ghost"):
+        sync.run(LoopSpec(tools=(ToolSpec("ghost"),)), "hi", model=ScriptedModel([]), tools=[add])
+
+
+def test_a_toolbox_refuses_two_tools_with_one_name() -> None:
+    with pytest.raises(ValueError, match="two tools are named 'add'"):
+        Toolbox([add, add])
+
+
+def test_on_step_sees_every_command_and_observation() -> None:
+    seen: list[str] = []
+    model = ScriptedModel([text("hi")])
+    sync.run(LoopSpec(), "hi", model=model, on_step=lambda s: seen.append(type(s).__name__))
+    assert seen == ["CallModel", "ModelReplied", "Finish"]

@@ -1,0 +1,24 @@
+"""The README's example runs as written, and its set-up commands are the ones CI runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+def test_the_readme_opens_with_the_two_setup_commands() -> None:
+    first_block = re.search(r"```\n(.*?)```", README, re.S).group(1).splitlines()
+    assert first_block == [
+        "pip install -e . && turnstile demo",
+        "pip install -e '.[test]' && pytest",
+    ]
+
+
+def test_the_hand_driven_loop_example_runs() -> None:
+    code = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["done"].reason == "completed"
+    assert namespace["data"].startswith(b'{"schema":1')
