@@ -1,4 +1,4 @@
-"""turnstile.providers: the core's neutral messages on three wire formats, over the official SDKs."""
+"""turnstile.providers: the neutral messages on three wire formats, over the official SDKs."""
 
 from ._deltas import ArgumentsDelta as ArgumentsDelta
 from ._deltas import Delta as Delta
