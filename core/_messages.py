@@ -3,6 +3,9 @@
 Every provider's wire format maps onto these frozen structs and back. Opaque data a provider needs
 to see again (thinking signatures, reasoning items, item ids) rides along in `provider_data`
 untouched, so nothing the model said is lost between turns.
+
+Messages are immutable trees without reference cycles, so their structs opt out of the cyclic
+garbage collector (`gc=False`): a long history then adds nothing to every collection's work.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ from typing import Any
 import msgspec
 
 
-class Text(msgspec.Struct, frozen=True, tag="text"):
+class Text(msgspec.Struct, frozen=True, gc=False, tag="text"):
     text: str
 
 
-class Thinking(msgspec.Struct, frozen=True, omit_defaults=True, tag="thinking"):
+class Thinking(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="thinking"):
     """Reasoning the model showed (or hid: `redacted`); signature and provider data go back."""
 
     text: str
@@ -42,7 +45,7 @@ class Thinking(msgspec.Struct, frozen=True, omit_defaults=True, tag="thinking"):
     provider_data: Any = None
 
 
-class ToolCall(msgspec.Struct, frozen=True, omit_defaults=True, tag="tool_call"):
+class ToolCall(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="tool_call"):
     """A call the model asked for.
 
     `raw_arguments` holds the exact text when the arguments were not valid JSON (then `arguments`
@@ -57,7 +60,7 @@ class ToolCall(msgspec.Struct, frozen=True, omit_defaults=True, tag="tool_call")
     provider_data: Any = None
 
 
-class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True, tag="tool_result"):
+class ToolResult(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="tool_result"):
     call_id: str
     content: str
     is_error: bool = False
@@ -66,15 +69,15 @@ class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True, tag="tool_resu
 Part = Text | Thinking | ToolCall
 
 
-class UserMessage(msgspec.Struct, frozen=True, tag="user"):
+class UserMessage(msgspec.Struct, frozen=True, gc=False, tag="user"):
     content: str
 
 
-class AssistantMessage(msgspec.Struct, frozen=True, tag="assistant"):
+class AssistantMessage(msgspec.Struct, frozen=True, gc=False, tag="assistant"):
     content: list[Part]
 
 
-class ToolResults(msgspec.Struct, frozen=True, tag="tool_results"):
+class ToolResults(msgspec.Struct, frozen=True, gc=False, tag="tool_results"):
     """One message holding the results of one reply's calls, in call order."""
 
     results: list[ToolResult]
@@ -83,7 +86,7 @@ class ToolResults(msgspec.Struct, frozen=True, tag="tool_results"):
 Message = UserMessage | AssistantMessage | ToolResults
 
 
-class Usage(msgspec.Struct, frozen=True, omit_defaults=True):
+class Usage(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """Tokens of one call (or a sum). `input_tokens` is the whole prompt, cached parts included."""
 
     input_tokens: int = 0
@@ -115,7 +118,7 @@ class ModelStop(enum.StrEnum):
     other = "other"
 
 
-class ModelResponse(msgspec.Struct, frozen=True, omit_defaults=True):
+class ModelResponse(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One reply of the model. `raw_stop` keeps the provider's own stop value when it matters."""
 
     content: list[Part]

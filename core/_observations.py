@@ -24,7 +24,12 @@ from ._messages import Message, ModelResponse
 
 
 class Observation(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True
+    msgspec.Struct,
+    frozen=True,
+    gc=False,
+    kw_only=True,
+    tag_field="type",
+    forbid_unknown_fields=True,
 ):
     """Base of every observation."""
 
