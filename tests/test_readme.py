@@ -22,3 +22,10 @@ def test_the_hand_driven_loop_example_runs() -> None:
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["done"].reason == "completed"
     assert namespace["data"].startswith(b'{"schema":1')
+
+
+def test_the_readme_diagram_is_the_code_s() -> None:
+    from turnstile.core import mermaid
+
+    diagram = re.search(r"```mermaid\n(.*?)```", README, re.S).group(1)
+    assert diagram == mermaid().rstrip("\n") + "\n"
