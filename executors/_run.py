@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-__all__ = ["Run", "prepare"]
+__all__ = ["Run", "answer", "model_failed", "prepare"]
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from turnstile.core import AwaitApproval, Finish, Loop, LoopSpec, LoopState, Message, StopReason
+from turnstile.core import (
+    Approved,
+    AwaitApproval,
+    Denied,
+    Finish,
+    Loop,
+    LoopSpec,
+    LoopState,
+    Message,
+    ModelError,
+    ModelFailed,
+    Observation,
+    StopReason,
+)
 
 
 @dataclass
@@ -60,3 +73,18 @@ def prepare(
         return loop, clock
     offset = loop.state.events[-1].now - clock()
     return loop, lambda: clock() + offset
+
+
+def model_failed(command_id: str, exc: Exception, now: float) -> ModelFailed:
+    """A failed model call as an observation: `ModelError`s say whether to retry; anything else
+    (a bug in a client) is final, but never loses the run's state."""
+    if isinstance(exc, ModelError):
+        return ModelFailed(command_id, exc.message, exc.retryable, now=now)
+    return ModelFailed(command_id, f"{type(exc).__name__}: {exc}", False, now=now)
+
+
+def answer(command: AwaitApproval, decision: bool | str, now: float) -> Observation:
+    """An approver's decision: True approves; False or a reason denies."""
+    if decision is True:
+        return Approved(command.id, now=now)
+    return Denied(command.id, decision if isinstance(decision, str) else "", now=now)

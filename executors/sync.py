@@ -15,17 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from turnstile.core import (
-    Approved,
     AwaitApproval,
     CallModel,
     Command,
-    Denied,
     Finish,
     Loop,
     LoopSpec,
     Message,
-    ModelError,
-    ModelFailed,
     ModelReplied,
     Observation,
     RunTool,
@@ -34,7 +30,7 @@ from turnstile.core import (
 )
 
 from ._protocols import ModelClient, ToolRunner
-from ._run import Run, prepare
+from ._run import Run, answer, model_failed, prepare
 from ._toolbox import as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str"]
@@ -44,19 +40,9 @@ def call_model(model: ModelClient, command: CallModel, now: Callable[[], float])
     """One model call as an observation; a failure of any kind becomes `ModelFailed`."""
     try:
         response = model.complete(command.request)
-    except ModelError as e:
-        return ModelFailed(command.id, e.message, e.retryable, now=now())
-    except Exception as e:  # a broken client must not lose the run's state
-        return ModelFailed(command.id, f"{type(e).__name__}: {e}", False, now=now())
+    except Exception as e:
+        return model_failed(command.id, e, now())
     return ModelReplied(command.id, response, now=now())
-
-
-def decide(approve: Approver, command: AwaitApproval, now: float) -> Observation:
-    """`approve` returns True to approve, or False / a reason to deny."""
-    answer = approve(command)
-    if answer is True:
-        return Approved(command.id, now=now)
-    return Denied(command.id, answer if isinstance(answer, str) else "", now=now)
 
 
 def run(
@@ -101,7 +87,7 @@ def run(
                 if approve is None:
                     waiting.append(command)
                     continue
-                obs = decide(approve, command, now())
+                obs = answer(command, approve(command), now())
             case _:
                 raise TypeError(f"unknown command {command!r}")
         if on_step is not None:

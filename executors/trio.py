@@ -1,0 +1,180 @@
+"""The trio executor: every command the loop hands out runs at once, in one nursery.
+
+The core decides what may overlap (it only hands out calls that may run together); this driver
+just starts each command as a task and feeds the observations back as they arrive. Sync tools
+and sync model clients run in worker threads. A per-tool timeout ends in an error result naming
+it. When the run itself is cancelled (a cancel scope, or Ctrl-C), the loop is told, writes a
+result for every started call, and `run` returns `Finish(cancelled)` instead of raising.
+"""
+
+from __future__ import annotations
+
+__all__ = ["run"]
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import trio
+from turnstile.core import (
+    AwaitApproval,
+    CallModel,
+    Cancel,
+    Command,
+    Finish,
+    Loop,
+    LoopSpec,
+    Message,
+    ModelReplied,
+    Observation,
+    RunTool,
+    Tick,
+    Tool,
+    ToolOutcome,
+    ToolReturned,
+)
+
+from ._protocols import AsyncModelClient, ModelClient, ToolRunner
+from ._run import Run, answer, model_failed, prepare
+from ._toolbox import Toolbox, as_runner
+
+Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
+
+
+async def _complete(model: AsyncModelClient | ModelClient, command: CallModel) -> Any:
+    if isinstance(model, AsyncModelClient):
+        return await model.acomplete(command.request)
+    return await trio.to_thread.run_sync(model.complete, command.request, abandon_on_cancel=True)
+
+
+async def _invoke(runner: ToolRunner, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    """Async tools are awaited here; everything else runs in a worker thread."""
+    tool = runner.get(name) if isinstance(runner, Toolbox) else None
+    if tool is not None and tool.is_async:
+        return await tool.ainvoke(arguments)
+    return await trio.to_thread.run_sync(runner.run, name, arguments, abandon_on_cancel=True)
+
+
+def _only(group: BaseExceptionGroup[BaseException], kinds: tuple[type, ...]) -> bool:
+    _, rest = group.split(kinds)
+    return rest is None
+
+
+async def run(
+    spec: LoopSpec,
+    prompt: str | Sequence[Message] | None = None,
+    *,
+    model: AsyncModelClient | ModelClient,
+    tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
+    state: Loop | None = None,
+    approve: Approver | None = None,
+    tool_timeout: float | None = None,
+    clock: Callable[[], float] = trio.current_time,
+    on_step: Callable[[Command | Observation], None] | None = None,
+) -> Run:
+    """Drive a loop under trio until it finishes, or until only approvals are left to wait for.
+
+    Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
+    Times come from trio's clock, so `trio.testing.MockClock` makes timeouts instant in tests.
+    """
+    if state is None and prompt is None:
+        raise ValueError("run() needs a prompt, or a state to resume")
+    runner = as_runner(tools)
+    loop, now = prepare(spec, runner, state, clock)
+    timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in loop.spec.tools}
+    observations, inbox = trio.open_memory_channel[tuple[str, Observation]](math.inf)
+    tasks: dict[str, trio.CancelScope] = {}
+    waiting: list[AwaitApproval] = []
+    finish: Finish | None = None
+
+    async def model_call(command: CallModel) -> Observation:
+        try:
+            response = await _complete(model, command)
+        except Exception as e:
+            return model_failed(command.id, e, now())
+        return ModelReplied(command.id, response, now=now())
+
+    async def tool_call(command: RunTool) -> Observation:
+        limit = timeouts.get(command.name, tool_timeout or math.inf)
+        with trio.move_on_after(limit):
+            outcome = await _invoke(runner, command.name, command.arguments)
+            return ToolReturned(command.id, outcome.content, outcome.is_error, now=now())
+        return ToolReturned(
+            command.id, f"{command.name} timed out after {limit:g} s", True, now=now()
+        )
+
+    async def approval(command: AwaitApproval) -> Observation:
+        assert approve is not None
+        decision = approve(command)
+        if inspect.isawaitable(decision):
+            decision = await decision
+        return answer(command, decision, now())
+
+    async def task(
+        key: str, scope: trio.CancelScope, work: Callable[[], Awaitable[Observation]]
+    ) -> None:
+        with scope:
+            observations.send_nowait((key, await work()))
+
+    @trio.lowlevel.enable_ki_protection  # a Ctrl-C must not land halfway through a step
+    def step(nursery: trio.Nursery, obs: Observation | None) -> None:
+        """Hand `obs` to the loop (or start it) and launch what it decides."""
+        nonlocal finish
+        if obs is None:
+            commands = loop.start(prompt, now()) if state is None else loop.outstanding_commands()
+        else:
+            if on_step is not None:
+                on_step(obs)
+            commands = loop.send(obs)
+        for command in commands:
+            if on_step is not None:
+                on_step(command)
+            match command:
+                case Finish():
+                    finish = command
+                    continue
+                case CallModel():
+                    work = lambda c=command: model_call(c)  # noqa: E731
+                case RunTool():
+                    work = lambda c=command: tool_call(c)  # noqa: E731
+                case AwaitApproval() if approve is not None:
+                    work = lambda c=command: approval(c)  # noqa: E731
+                case _:
+                    waiting.append(command)  # type: ignore[arg-type]
+                    continue
+            tasks[command.id] = scope = trio.CancelScope()
+            nursery.start_soon(task, command.id, scope, work)
+
+    async def ticker() -> None:
+        """Wake the loop when its deadline is due, even while every task is still busy."""
+        limit, started = loop.spec.guards.deadline_s, loop.state.started_at
+        if limit is not None and started is not None:
+            await trio.sleep_until(trio.current_time() + started + limit - now())
+            observations.send_nowait(("tick", Tick(now=now())))
+
+    def abandon_stale() -> None:
+        """Cancel tasks whose results the loop no longer waits for (it finished, or a guard
+        gave up on a running batch)."""
+        st = loop.state
+        wanted = {p.call.id for p in st.outstanding}
+        if st.pending_model is not None:
+            wanted.add(st.pending_model)
+        for key in [k for k in tasks if k not in wanted]:
+            tasks.pop(key).cancel()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            step(nursery, None)
+            nursery.start_soon(ticker)
+            while finish is None and tasks:
+                key, obs = await inbox.receive()
+                if key == "tick" or tasks.pop(key, None) is not None:  # else: abandoned
+                    step(nursery, obs)
+                    abandon_stale()
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if not _only(group, (trio.Cancelled, KeyboardInterrupt)) or loop.state.phase == "done":
+            raise
+        step(nursery, Cancel("the run was cancelled", now=now()))
+    return Run(loop, finish, waiting)

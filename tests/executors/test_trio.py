@@ -1,0 +1,178 @@
+"""The trio executor overlaps exactly what the core allows; time is trio's (mocked here)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from turnstile.core import (
+    Guards,
+    Loop,
+    LoopSpec,
+    ModelReplied,
+    ModelResponse,
+    ModelStop,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolReturned,
+    Usage,
+    tool,
+    validate_history,
+)
+from turnstile.executors import Run, ScriptedModel, sync
+from turnstile.executors import trio as trio_executor
+from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
+
+
+def in_trio(fn: Callable[[], Awaitable[Any]]) -> Any:
+    return trio.run(fn, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@tool
+async def nap(n: int) -> str:
+    """Sleep 100 ms (of trio's clock)."""
+    await trio.sleep(0.1)
+    return f"woke {n}"
+
+
+@tool(parallel_safe=False)
+async def serial_nap(n: int) -> str:
+    """Sleep 100 ms, overlapping with nothing."""
+    await trio.sleep(0.1)
+    return f"woke {n}"
+
+
+def batch(name: str, n: int = 8) -> ScriptedModel:
+    calls = [ToolCall(f"c{i}", name, {"n": i}) for i in range(n)]
+    return ScriptedModel(
+        [
+            ModelResponse(calls, ModelStop.tool_use, Usage(10, 5)),
+            ModelResponse([Text("rested")], ModelStop.end_turn, Usage(10, 5)),
+        ]
+    )
+
+
+def returned(run: Run) -> list[tuple[str, float]]:
+    return [(e.call_id, e.now) for e in run.state.events if type(e) is ToolReturned]
+
+
+def test_eight_parallel_safe_tools_finish_together_at_100ms() -> None:
+    run = in_trio(lambda: trio_executor.run(LoopSpec(), "rest", model=batch("nap"), tools=[nap]))
+    assert run.stop_reason is StopReason.completed
+    assert [t for _, t in returned(run)] == pytest.approx([0.1] * 8)
+
+
+def test_eight_serial_tools_take_800ms_in_call_order() -> None:
+    run = in_trio(
+        lambda: trio_executor.run(LoopSpec(), "rest", model=batch("serial_nap"), tools=[serial_nap])
+    )
+    assert [c for c, _ in returned(run)] == [f"c{i}" for i in range(8)]
+    assert [t for _, t in returned(run)] == pytest.approx([0.1 * (i + 1) for i in range(8)])
+
+
+def test_sync_tools_run_in_threads_at_the_same_time() -> None:
+    barrier = threading.Barrier(4, timeout=10)
+
+    @tool
+    def meet(n: int) -> str:
+        """Returns only once all four calls are running at once."""
+        barrier.wait()
+        return "met"
+
+    run = trio.run(
+        lambda: trio_executor.run(LoopSpec(), "go", model=batch("meet", 4), tools=[meet])
+    )
+    assert [r.content for r in run.messages[2].results] == ["met"] * 4
+
+
+def test_a_tool_timeout_becomes_an_error_result_naming_it() -> None:
+    @tool(timeout_s=1.0)
+    async def stuck(n: int) -> str:
+        """Never returns."""
+        await trio.sleep_forever()
+        return ""
+
+    run = in_trio(
+        lambda: trio_executor.run(LoopSpec(), "go", model=batch("stuck", 1), tools=[stuck])
+    )
+    [result] = run.messages[2].results
+    assert result.is_error and result.content == "stuck timed out after 1 s"
+    assert returned(run) == [("c0", pytest.approx(1.0))]
+
+
+def test_cancelling_the_run_returns_finish_cancelled_with_a_valid_history() -> None:
+    @tool
+    async def slow(n: int) -> str:
+        """Takes ten seconds."""
+        await trio.sleep(10)
+        return "late"
+
+    async def main() -> Run:
+        with trio.move_on_after(0.5):
+            return await trio_executor.run(LoopSpec(), "go", model=batch("slow", 3), tools=[slow])
+        raise AssertionError("run() must return when cancelled")
+
+    run = in_trio(main)
+    assert run.finish is not None and run.finish.reason is StopReason.cancelled
+    validate_history(run.messages)
+    assert all("cancelled" in r.content for r in run.messages[-1].results)
+    assert len(run.messages[-1].results) == 3
+
+
+def test_the_deadline_fires_while_every_tool_is_still_busy() -> None:
+    @tool
+    async def slow(n: int) -> str:
+        """Takes a minute."""
+        await trio.sleep(60)
+        return "late"
+
+    model = batch("slow", 2)
+    model._script.insert(1, ModelResponse([Text("gave up")], ModelStop.end_turn, Usage(1, 1)))
+    spec = LoopSpec(guards=Guards(deadline_s=5.0))
+    run = in_trio(lambda: trio_executor.run(spec, "go", model=model, tools=[slow]))
+    assert run.stop_reason is StopReason.deadline and run.output == "gave up"
+    assert all("deadline" in r.content for r in run.messages[2].results)
+    validate_history(run.messages)
+
+
+def test_resume_from_a_dump_under_trio() -> None:
+    @tool(needs_approval=True)
+    async def launch(n: int) -> str:
+        """Needs a human."""
+        return "launched"
+
+    spec = LoopSpec(tools=(launch.spec,))
+    model = batch("launch", 1)
+    first = in_trio(lambda: trio_executor.run(spec, "go", model=model, tools=[launch]))
+    assert first.finish is None and [c.id for c in first.waiting] == ["c0"]
+    loop = Loop.load(spec, first.loop.dump())
+
+    async def approve(command: object) -> bool:
+        await trio.sleep(0)
+        return True
+
+    run = in_trio(
+        lambda: trio_executor.run(spec, model=model, tools=[launch], state=loop, approve=approve)
+    )
+    assert run.stop_reason is StopReason.completed
+    assert run.messages[2].results[0].content == "launched"
+
+
+def test_same_decisions_as_the_sync_executor() -> None:
+    def events(run: Run) -> list[object]:
+        return [type(e).__name__ + str(getattr(e, "call_id", "")) for e in run.state.events]
+
+    by_sync = sync.run(demo_spec(), PROMPT, model=demo_model(), tools=[get_weather])
+    # the real clock: MockClock's autojump sees a worker thread as idle time and would jump
+    # straight to the deadline tick
+    by_trio = trio.run(
+        lambda: trio_executor.run(demo_spec(), PROMPT, model=demo_model(), tools=[get_weather])
+    )
+    assert by_trio.messages == by_sync.messages
+    assert sorted(events(by_trio)) == sorted(events(by_sync))
+    assert [type(e) for e in by_trio.state.events if type(e) is ModelReplied] == [ModelReplied] * 2
