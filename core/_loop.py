@@ -59,6 +59,7 @@ from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state
 _BUDGET_REASONS = (StopReason.max_turns, StopReason.deadline, StopReason.context_budget)
 _canonical = msgspec.json.Encoder(order="sorted")
 _UNLISTED = ToolSpec(name="")
+_DEADLINE = "the run's deadline passed"
 
 
 def estimate_tokens(text: str) -> int:
@@ -195,6 +196,7 @@ class Loop:
             case Tick():
                 if st.phase == "finalizing" or not self._deadline_passed(obs.now):
                     return []
+                return self._stop(StopReason.deadline, _DEADLINE)
         return self._dispatch(obs.now)
 
     def _check(self, obs: Observation) -> None:
@@ -334,7 +336,7 @@ class Loop:
         calls after it; calls naming the same resource run one after another.
         """
         if self._deadline_passed(now):
-            return self._stop(StopReason.deadline, "the run's deadline passed")
+            return self._stop(StopReason.deadline, _DEADLINE)
         st = self.state
         tools = self._tools
         commands: list[Command] = []
