@@ -32,8 +32,11 @@ from typing import Any
 import msgspec
 
 
-class Text(msgspec.Struct, frozen=True, gc=False, tag="text"):
+class Text(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="text"):
+    """Visible text; `provider_data` keeps what the provider needs back (e.g. an item id)."""
+
     text: str
+    provider_data: Any = None
 
 
 class Thinking(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="thinking"):
