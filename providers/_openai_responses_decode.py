@@ -1,0 +1,423 @@
+"""Reading the Responses API: a Response object, or the events of a stream that builds one.
+
+A stream's terminal event (`response.completed` / `response.incomplete`) carries the whole
+Response, so the accumulator's result is `decode()` of that body: exact items, usage and status.
+The deltas along the way are for showing progress; at the end they are checked against the
+result, so a UI never showed text that the recorded reply does not contain.
+"""
+
+from __future__ import annotations
+
+__all__ = ["StreamAccumulator", "decode", "parse_arguments"]
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+from turnstile.core import ModelResponse, ModelStop, Part, Text, Thinking, ToolCall, Usage
+
+from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
+from ._errors import DecodeError, ProviderError
+
+SUMMARY_JOIN = "\n\n"
+_RETRYABLE = frozenset(
+    {
+        "rate_limit_exceeded",
+        "server_error",
+        "server_is_overloaded",
+        "service_unavailable_error",
+        "vector_store_timeout",
+    }
+)
+_TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
+# Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
+_CALL_FIELDS = ("type", "call_id", "name", "status")
+
+
+def parse_arguments(text: str) -> dict[str, Any] | None:
+    """A JSON object's contents ({} for an empty string), or None when `text` is not one."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# -- a Response object ---------------------------------------------------------------------------
+
+
+def decode(body: dict[str, Any]) -> ModelResponse:
+    """A Response object as a `ModelResponse`.
+
+    Raises `ProviderError` for a `failed` response and `DecodeError` (with the offending path) for
+    a body missing what it must have, such as a function call without its `call_id`.
+    """
+    if not isinstance(body, dict):
+        raise DecodeError("", "a response must be a JSON object")
+    status = body.get("status")
+    if not isinstance(status, str):
+        raise DecodeError("status", "missing or not a string")
+    if status == "failed":
+        raise _failure(body.get("error"))
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise DecodeError("output", "missing or not a list")
+    cut = status == "incomplete"
+    content: list[Part] = []
+    refused = False
+    for i, item in enumerate(output):
+        where = f"output[{i}]"
+        if not isinstance(item, dict):
+            raise DecodeError(where, "an output item must be an object")
+        kind = item.get("type")
+        if kind == "reasoning":
+            content.append(_thinking(item, where))
+        elif kind == "message":
+            texts, refusal = _message(item, where)
+            content.extend(texts)
+            refused = refused or refusal
+        elif kind == "function_call":
+            content.append(_tool_call(item, where, last=cut and i == len(output) - 1))
+    stop, raw_stop = _stop(body, status, refused, any(type(p) is ToolCall for p in content))
+    return ModelResponse(content, stop, _usage(body.get("usage")), raw_stop)
+
+
+def _string(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise DecodeError(f"{where}.{key}", "missing or not a string")
+    return value
+
+
+def _thinking(item: dict[str, Any], where: str) -> Thinking:
+    _string(item, "id", where)
+    summary = item.get("summary")
+    if not isinstance(summary, list):
+        raise DecodeError(f"{where}.summary", "missing or not a list")
+    texts = []
+    for j, entry in enumerate(summary):
+        if not isinstance(entry, dict):
+            raise DecodeError(f"{where}.summary[{j}]", "not an object")
+        texts.append(_string(entry, "text", f"{where}.summary[{j}]"))
+    return Thinking(SUMMARY_JOIN.join(texts), provider_data=copy.deepcopy(item))
+
+
+def _message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
+    """The text parts of a message item, and whether one of them is a refusal."""
+    parts = item.get("content")
+    if not isinstance(parts, list):
+        raise DecodeError(f"{where}.content", "missing or not a list")
+    texts: list[Part] = []
+    refused = False
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        field = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
+        if field is not None:
+            texts.append(Text(_string(part, field, f"{where}.content[{j}]")))
+            refused = refused or kind == "refusal"
+    return texts, refused
+
+
+def _tool_call(item: dict[str, Any], where: str, *, last: bool) -> ToolCall:
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise DecodeError(f"{where}.call_id", "missing, so no result could refer to this call")
+    name = _string(item, "name", where)
+    text = _string(item, "arguments", where)
+    status = item.get("status")
+    arguments = parse_arguments(text)
+    return ToolCall(
+        call_id,
+        name,
+        arguments if arguments is not None else {},
+        raw_arguments=None if arguments is not None else text,
+        complete=status == "completed" or (status is None and not last),
+        provider_data={k: copy.deepcopy(v) for k, v in item.items() if k not in _CALL_FIELDS},
+    )
+
+
+def _stop(
+    body: dict[str, Any], status: str, refused: bool, called: bool
+) -> tuple[ModelStop, str | None]:
+    if status == "completed":
+        if refused:
+            return ModelStop.refusal, None
+        return (ModelStop.tool_use if called else ModelStop.end_turn), None
+    if status == "incomplete":
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if reason == "max_output_tokens":
+            return ModelStop.max_tokens, None
+        if reason == "content_filter":
+            return ModelStop.content_filter, None
+        return ModelStop.other, reason if isinstance(reason, str) else status
+    return ModelStop.other, status
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    if not isinstance(usage, dict):
+        raise DecodeError("usage", "not an object")
+    inputs = usage.get("input_tokens_details") or {}
+    outputs = usage.get("output_tokens_details") or {}
+    return Usage(
+        input_tokens=_count(usage, "input_tokens", "usage", required=True),
+        output_tokens=_count(usage, "output_tokens", "usage", required=True),
+        cache_read_tokens=_count(inputs, "cached_tokens", "usage.input_tokens_details"),
+        cache_write_tokens=_count(inputs, "cache_write_tokens", "usage.input_tokens_details"),
+        reasoning_tokens=_count(outputs, "reasoning_tokens", "usage.output_tokens_details"),
+    )
+
+
+def _count(obj: Any, key: str, where: str, *, required: bool = False) -> int:
+    if not isinstance(obj, dict):
+        raise DecodeError(where, "not an object")
+    value = obj.get(key)
+    if value is None and not required:
+        return 0
+    if type(value) is not int:
+        raise DecodeError(f"{where}.{key}", "missing or not an integer")
+    return value
+
+
+def _failure(error: Any) -> ProviderError:
+    """The `ProviderError` for the error object of a failed response or an `error` event.
+
+    Unexplained failures and server-side codes (overloaded, rate limit, server error) are
+    retryable; the rest (invalid prompt, policy, bad image, ...) are not.
+    """
+    if not isinstance(error, dict):
+        return ProviderError("failed", "the response failed without saying why", retryable=True)
+    code, kind = error.get("code"), error.get("type")
+    retryable = (code is None and kind is None) or code in _RETRYABLE or kind in _RETRYABLE
+    message = error.get("message") or "no message"
+    return ProviderError(str(code or kind or "error"), str(message), retryable=retryable)
+
+
+# -- a stream of events --------------------------------------------------------------------------
+
+
+def _join_surrogates(text: str) -> str:
+    """Pairs of UTF-16 surrogates (a character split across two deltas) as one character."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def _visible(part: Part) -> str:
+    """What the deltas of `part` add up to: its text, or a call's arguments as written."""
+    if type(part) is ToolCall:
+        return part.provider_data["arguments"]
+    return part.text  # type: ignore[union-attr]
+
+
+class StreamAccumulator:
+    """Builds one `ModelResponse` from the parsed `data` payloads of a Responses event stream.
+
+    `feed()` takes each event and returns the deltas a UI can show at once; `result()` is
+    `decode()` of the terminal event's response. Part indices in deltas are positions in that
+    result's `content`; a character split across two deltas is held back until it is whole.
+    """
+
+    def __init__(self) -> None:
+        self._kinds: list[type] = []  # part index -> the Part type its deltas build
+        self._parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> index
+        self._calls: dict[str, tuple[int, str, str]] = {}  # fc item id -> index, call_id, name
+        self._call_at: dict[int, tuple[int, str, str]] = {}  # output_index -> the same
+        self._summaries: dict[int, int] = {}  # output_index -> summary parts announced
+        self._shown: dict[int, list[str]] = {}
+        self._held: dict[int, str] = {}
+        self._opened: set[int] = set()
+        self._done_items: dict[int, dict[str, Any]] = {}
+        self._result: ModelResponse | None = None
+        self._error: ProviderError | None = None
+
+    def feed(self, event: dict[str, Any]) -> list[Delta]:
+        """Take one event; returns the deltas it yields (often none).
+
+        Raises `ProviderError` for an `error` event or `response.failed`, `DecodeError` for an
+        event that lacks what it must carry. Unknown event types are ignored.
+        """
+        if self._result is not None or self._error is not None:
+            return []
+        if not isinstance(event, dict):
+            raise DecodeError("", "an event must be a JSON object")
+        kind = event.get("type")
+        match kind:
+            case "response.output_item.added":
+                at, item = _index(event, "output_index"), _item(event)
+                self._opened.add(at)
+                return self._open(at, item)
+            case "response.output_item.done":
+                at, item = _index(event, "output_index"), _item(event)
+                deltas = [] if at in self._opened else self._open(at, item)
+                self._opened.add(at)
+                self._done_items[at] = copy.deepcopy(item)
+                return deltas
+            case "response.content_part.added":
+                at, ci = _index(event, "output_index"), _index(event, "content_index")
+                return self._text_part(at, ci, event.get("part"))
+            case "response.output_text.delta" | "response.refusal.delta":
+                at, ci = _index(event, "output_index"), _index(event, "content_index")
+                index = self._parts.get((at, ci))
+                if index is None:
+                    index = self._new((at, ci), Text)
+                return self._emit(index, _delta(event), TextDelta)
+            case "response.function_call_arguments.delta":
+                return self._arguments(event)
+            case "response.reasoning_summary_part.added":
+                at, si = _index(event, "output_index"), _index(event, "summary_index")
+                return self._summary(at, si, "")
+            case "response.reasoning_summary_text.delta":
+                at, si = _index(event, "output_index"), _index(event, "summary_index")
+                return self._summary(at, si, _delta(event))
+            case "response.completed" | "response.incomplete":
+                self._result = self._finish(event.get("response"))
+                return []
+            case "response.failed":
+                response = event.get("response")
+                error = response.get("error") if isinstance(response, dict) else None
+                self._error = _failure(error)
+                raise self._error
+            case "error":
+                # Documented: code and message on the event; seen in the wild: an `error` object.
+                error = event.get("error")
+                if not isinstance(error, dict):
+                    error = {"code": event.get("code"), "message": event.get("message")}
+                self._error = _failure(error)
+                raise self._error
+        return []
+
+    def result(self) -> ModelResponse:
+        """The reply; raises the stream's `ProviderError`, or `incomplete_stream` when it ended
+        before a terminal event."""
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise ProviderError(
+                "incomplete_stream",
+                "the stream ended before response.completed or response.incomplete",
+                retryable=True,
+            )
+        return self._result
+
+    # -- building parts ------------------------------------------------------------------------
+
+    def _new(self, key: tuple[int, int], kind: type) -> int:
+        self._parts[key] = len(self._kinds)
+        self._kinds.append(kind)
+        return self._parts[key]
+
+    def _emit(self, index: int, fragment: str, make: Callable[[int, str], Delta]) -> list[Delta]:
+        text = self._held.pop(index, "") + fragment
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            self._held[index], text = text[-1], text[:-1]
+        text = _join_surrogates(text)
+        if not text:
+            return []
+        self._shown.setdefault(index, []).append(text)
+        return [make(index, text)]
+
+    def _open(self, at: int, item: dict[str, Any]) -> list[Delta]:
+        """Give a new output item its part(s), with whatever text it already carries."""
+        kind = item.get("type")
+        if kind == "function_call":
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise DecodeError("item.call_id", "missing, so no result could refer to this call")
+            name = item.get("name")
+            if not isinstance(name, str):
+                raise DecodeError("item.name", "missing or not a string")
+            call = (self._new((at, -1), ToolCall), call_id, name)
+            self._call_at[at] = call
+            if isinstance(item.get("id"), str):
+                self._calls[item["id"]] = call
+            text = item.get("arguments")
+            return self._emit_arguments(call, text if isinstance(text, str) else "")
+        deltas: list[Delta] = []
+        if kind == "reasoning":
+            self._new((at, -1), Thinking)
+            summary = item.get("summary")
+            for si, entry in enumerate(summary if isinstance(summary, list) else []):
+                text = entry.get("text") if isinstance(entry, dict) else None
+                deltas += self._summary(at, si, text if isinstance(text, str) else "")
+        elif kind == "message":
+            content = item.get("content")
+            for ci, part in enumerate(content if isinstance(content, list) else []):
+                deltas += self._text_part(at, ci, part)
+        return deltas
+
+    def _text_part(self, at: int, ci: int, part: Any) -> list[Delta]:
+        kind = part.get("type") if isinstance(part, dict) else None
+        field = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
+        if field is None or (at, ci) in self._parts:
+            return []
+        index = self._new((at, ci), Text)
+        text = part.get(field)  # type: ignore[union-attr]
+        return self._emit(index, text, TextDelta) if isinstance(text, str) else []
+
+    def _arguments(self, event: dict[str, Any]) -> list[Delta]:
+        """Arguments deltas name their item by its `fc_…` id; results need the call's call_id."""
+        item_id = event.get("item_id")
+        call = self._calls.get(item_id) if isinstance(item_id, str) else None
+        if call is None:
+            call = self._call_at.get(_index(event, "output_index"))
+        if call is None:
+            raise DecodeError("item_id", "arguments for a function call that was never opened")
+        return self._emit_arguments(call, _delta(event))
+
+    def _emit_arguments(self, call: tuple[int, str, str], fragment: str) -> list[Delta]:
+        index, call_id, name = call
+        return self._emit(index, fragment, lambda i, t: ArgumentsDelta(i, call_id, name, t))
+
+    def _summary(self, at: int, si: int, fragment: str) -> list[Delta]:
+        """Summary text; parts after the first start with the separator `decode` joins with."""
+        index = self._parts.get((at, -1))
+        if index is None or self._kinds[index] is not Thinking:
+            raise DecodeError("output_index", "summary text for a reasoning item never opened")
+        announced = self._summaries.get(at, 0)
+        if si >= announced:
+            fragment = SUMMARY_JOIN * (si + 1 - max(announced, 1)) + fragment
+            self._summaries[at] = si + 1
+        return self._emit(index, fragment, ThinkingDelta)
+
+    # -- the end -------------------------------------------------------------------------------
+
+    def _finish(self, response: Any) -> ModelResponse:
+        if not isinstance(response, dict):
+            raise DecodeError("response", "a terminal event must carry the response")
+        if not response.get("output") and self._opened:
+            if self._opened - self._done_items.keys():
+                raise DecodeError("output", "empty, and the stream left items unfinished")
+            response = {**response, "output": [self._done_items[i] for i in sorted(self._opened)]}
+        result = decode(response)
+        for index, kind in enumerate(self._kinds):
+            if index >= len(result.content) or type(result.content[index]) is not kind:
+                raise DecodeError("output", f"the stream built part {index}, which the reply lacks")
+            shown = "".join(self._shown.get(index, ())) + self._held.get(index, "")
+            if not _visible(result.content[index]).startswith(_join_surrogates(shown)):
+                raise DecodeError("output", f"part {index} differs from what the stream showed")
+        return result
+
+
+def _index(event: dict[str, Any], key: str) -> int:
+    value = event.get(key)
+    if type(value) is not int or value < 0:
+        raise DecodeError(key, f"{event.get('type')} event: missing or not an index")
+    return value
+
+
+def _item(event: dict[str, Any]) -> dict[str, Any]:
+    item = event.get("item")
+    if not isinstance(item, dict):
+        raise DecodeError("item", f"{event.get('type')} event: missing or not an object")
+    return item
+
+
+def _delta(event: dict[str, Any]) -> str:
+    delta = event.get("delta")
+    if not isinstance(delta, str):
+        raise DecodeError("delta", f"{event.get('type')} event: missing or not a string")
+    return delta
