@@ -1,0 +1,204 @@
+"""The core's own cost per turn, next to a hand-written loop doing the same work."""
+
+from __future__ import annotations
+
+import io
+import statistics
+import time
+import tracemalloc
+
+from turnstile.core import (
+    Guards,
+    Loop,
+    LoopSpec,
+    ModelReplied,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolReturned,
+    ToolSpec,
+    Usage,
+)
+from turnstile.core._state import ENCODER
+
+from ._measure import Figure, repeat, slope
+
+SPEC = LoopSpec(
+    tools=(ToolSpec("lookup"),),
+    guards=Guards(
+        max_turns=None,
+        deadline_s=None,
+        context_window=None,
+        max_repeated_calls=None,
+        max_stalled_rounds=None,
+    ),
+)
+
+
+def _replies(n: int) -> list[ModelResponse]:
+    return [
+        ModelResponse(
+            [Text("checking"), ToolCall(f"call_{i}", "lookup", {"i": i})],
+            ModelStop.tool_use,
+            Usage(100 + i, 20),
+        )
+        for i in range(n)
+    ]
+
+
+def turns_loop(n: int, per_turn: list[int] | None = None) -> Loop:
+    """Drive `n` turns of one tool call each through `Loop`; optionally time each turn."""
+    replies = _replies(n)
+    loop = Loop(SPEC)
+    [ask] = loop.start("go", 0.0)
+    clock = time.perf_counter_ns
+    for i in range(n):
+        t0 = clock()
+        [run] = loop.send(ModelReplied(ask.id, replies[i], now=float(i)))
+        [ask] = loop.send(ToolReturned(run.id, "ok", now=float(i)))
+        if per_turn is not None:
+            per_turn.append(clock() - t0)
+    return loop
+
+
+def turns_handwritten(n: int, per_turn: list[int] | None = None) -> list[dict[str, object]]:
+    """The same work as a plain dict-append loop: record the reply, pair results, go on."""
+    replies = [
+        {
+            "content": [
+                {"type": "text", "text": "checking"},
+                {"type": "tool_use", "id": f"call_{i}", "name": "lookup", "input": {"i": i}},
+            ],
+            "stop_reason": "tool_use",
+        }
+        for i in range(n)
+    ]
+    messages: list[dict[str, object]] = [{"role": "user", "content": "go"}]
+    clock = time.perf_counter_ns
+    for i in range(n):
+        t0 = clock()
+        reply = replies[i]
+        messages.append({"role": "assistant", "content": reply["content"]})
+        calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not calls:
+            break
+        results = [{"type": "tool_result", "tool_use_id": c["id"], "content": "ok"} for c in calls]
+        messages.append({"role": "user", "content": results})
+        if per_turn is not None:
+            per_turn.append(clock() - t0)
+    return messages
+
+
+def per_turn_us(drive, n: int) -> float:
+    start = time.perf_counter_ns()
+    drive(n)
+    return (time.perf_counter_ns() - start) / n / 1000
+
+
+def growth(drive, n: int) -> tuple[float, float]:
+    """(cost of the last tenth of turns / the first tenth, fitted ns per turn of history)."""
+    costs: list[int] = []
+    drive(n, costs)
+    tenth = max(1, n // 10)
+    ratio = statistics.median(costs[-tenth:]) / statistics.median(costs[:tenth])
+    return ratio, slope([float(c) for c in costs])[1]
+
+
+def checkpoint_us(n: int, whole: bool) -> float:
+    """Per turn: append the turn's new events to a log, or dump the whole state."""
+    replies = _replies(n)
+    loop = Loop(SPEC)
+    [ask] = loop.start("go", 0.0)
+    log = io.BytesIO()
+    written = 0
+    elapsed = 0
+    clock = time.perf_counter_ns
+    for i in range(n):
+        [run] = loop.send(ModelReplied(ask.id, replies[i], now=float(i)))
+        [ask] = loop.send(ToolReturned(run.id, "ok", now=float(i)))
+        t0 = clock()
+        if whole:
+            loop.dump()
+        else:
+            events = loop.state.events
+            for event in events[written:]:
+                log.write(ENCODER.encode(event))
+                log.write(b"\n")
+            written = len(events)
+        elapsed += clock() - t0
+    return elapsed / n / 1000
+
+
+def memory_per_turn(n: int) -> tuple[float, float]:
+    """(peak, retained) bytes per turn while a loop of `n` turns is alive."""
+    replies = _replies(n)  # the model's replies exist either way; count the loop's own cost
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    loop = Loop(SPEC)
+    [ask] = loop.start("go", 0.0)
+    for i in range(n):
+        [run] = loop.send(ModelReplied(ask.id, replies[i], now=float(i)))
+        [ask] = loop.send(ToolReturned(run.id, "ok", now=float(i)))
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del loop
+    return (peak - base) / n, (current - base) / n
+
+
+def rows(sizes: list[int], times: int) -> list[tuple[str, str, str, str, str]]:
+    """(measure, N, figure, baseline and ratio, target verdict) rows for the table."""
+    out = []
+    first: Figure | None = None
+    for n in sizes:
+        ours = repeat(lambda n=n: per_turn_us(turns_loop, n), times)
+        hand = repeat(lambda n=n: per_turn_us(turns_handwritten, n), times)
+        first = first or ours
+        verdict = "pass" if ours.median <= 5 else ("within 15 µs" if ours.median <= 15 else "MISS")
+        if n != sizes[0]:
+            flat = ours.median / first.median
+            verdict += f"; ×{flat:.2f} of N={sizes[0]} ({'pass' if flat <= 1.2 else 'MISS'} ≤1.2)"
+        out.append(
+            (
+                "core µs/turn",
+                str(n),
+                str(ours),
+                f"hand-written {hand.median:.2f} → ×{ours.median / hand.median:.1f}",
+                verdict,
+            )
+        )
+    n = sizes[-1]
+    ratio, b = growth(turns_loop, n)
+    hand_ratio, hand_b = growth(turns_handwritten, n)
+    out.append(
+        (
+            "core growth",
+            str(n),
+            f"last/first tenth ×{ratio:.2f}, b={b:+.2f} ns/turn",
+            f"hand-written ×{hand_ratio:.2f}, b={hand_b:+.2f}",
+            "pass" if ratio <= 1.2 else "MISS (≤1.2)",
+        )
+    )
+    for n in sizes:
+        log = repeat(lambda n=n: checkpoint_us(n, whole=False), times)
+        dump = repeat(lambda n=n: checkpoint_us(n, whole=True), times)
+        out.append(
+            (
+                "checkpoint µs/turn (log append)",
+                str(n),
+                str(log),
+                f"whole dump {dump.median:.2f} → ×{dump.median / log.median:.1f}",
+                "pass" if log.median <= 2 else "MISS (≤2 µs)",
+            )
+        )
+    peak, kept = memory_per_turn(sizes[-1])
+    out.append(
+        (
+            "memory bytes/turn",
+            str(sizes[-1]),
+            f"retained {kept:,.0f}, peak {peak:,.0f}",
+            "",
+            "pass" if kept <= 2048 else "MISS (≤2 KiB)",
+        )
+    )
+    return out
