@@ -5,12 +5,12 @@ from __future__ import annotations
 __all__ = ["Run", "answer", "model_failed", "prepare"]
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from turnstile.core import (
     Approved,
+    AssistantMessage,
     AwaitApproval,
     Denied,
     Finish,
@@ -22,17 +22,25 @@ from turnstile.core import (
     ModelFailed,
     Observation,
     StopReason,
+    ToolCall,
 )
 
 
-@dataclass
 class Run:
     """The outcome of driving a loop. `finish` is None while approvals in `waiting` are pending:
-    dump `loop`, and resume later with the approver's answers."""
+    dump `loop`, and resume later with the approver's answers.
 
-    loop: Loop
-    finish: Finish | None
-    waiting: list[AwaitApproval] = field(default_factory=list)
+    Its repr is its transcript, so `assert run == snapshot` stores the conversation readably.
+    """
+
+    __slots__ = ("finish", "loop", "waiting")
+
+    def __init__(
+        self, loop: Loop, finish: Finish | None, waiting: list[AwaitApproval] | None = None
+    ) -> None:
+        self.loop = loop
+        self.finish = finish
+        self.waiting = waiting if waiting is not None else []
 
     @property
     def state(self) -> LoopState:
@@ -49,6 +57,32 @@ class Run:
     @property
     def messages(self) -> list[Message]:
         return self.loop.state.messages
+
+    @property
+    def turns(self) -> int:
+        return self.loop.state.turns
+
+    def calls(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every tool call the model made, in order, as (name, arguments)."""
+        return [
+            (part.name, part.arguments)
+            for message in self.loop.state.messages
+            if type(message) is AssistantMessage
+            for part in message.content
+            if type(part) is ToolCall
+        ]
+
+    def trajectory(self) -> list[str]:
+        """The names of the tools the model called, in order."""
+        return [name for name, _ in self.calls()]
+
+    def transcript(self) -> str:
+        from ._transcript import transcript
+
+        return transcript(self.loop.state)
+
+    def __repr__(self) -> str:
+        return self.transcript()
 
 
 def prepare(

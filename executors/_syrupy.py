@@ -1,0 +1,28 @@
+"""A syrupy extension storing a run as its transcript, one readable text file per snapshot."""
+
+from __future__ import annotations
+
+__all__ = ["TranscriptExtension"]
+
+from typing import Any
+
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+from turnstile.core import LoopState
+
+from ._run import Run
+from ._transcript import transcript
+
+
+class TranscriptExtension(SingleFileSnapshotExtension):
+    """`assert run == snapshot(extension_class=TranscriptExtension)`: a `.txt` per test whose
+    diff in review reads like the conversation."""
+
+    _write_mode = WriteMode.TEXT
+    file_extension = "txt"
+
+    def serialize(self, data: Any, **kwargs: Any) -> str:
+        if isinstance(data, Run):
+            return data.transcript() + "\n"
+        if isinstance(data, LoopState):
+            return transcript(data) + "\n"
+        raise TypeError(f"TranscriptExtension stores runs and loop states, not {type(data)}")
