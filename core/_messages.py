@@ -52,7 +52,8 @@ class ToolCall(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="t
     """A call the model asked for.
 
     `raw_arguments` holds the exact text when the arguments were not valid JSON (then `arguments`
-    is empty); `complete=False` means max tokens cut the call off. Neither kind is ever run.
+    is empty, or for a cut-off call the members known to be complete); `complete=False` means max
+    tokens cut the call off. Neither kind is ever run.
     """
 
     id: str

@@ -1,0 +1,507 @@
+"""The Anthropic Messages API codec: neutral requests to JSON bodies, bodies and stream events back.
+
+Pure: no I/O and no SDK objects, only the JSON that POST /v1/messages documents, so any transport
+(the SDK, a replay, a test) can carry it. `StreamAccumulator.result()` folds a stream into the body
+the non-streaming API would have sent and decodes that, so both paths give the same response.
+"""
+
+from __future__ import annotations
+
+__all__ = ["StreamAccumulator", "decode", "encode"]
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from turnstile.core import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelStop,
+    Part,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+
+from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
+from ._errors import DecodeError, ProviderError
+
+_STOPS = {
+    "end_turn": ModelStop.end_turn,
+    "tool_use": ModelStop.tool_use,
+    "max_tokens": ModelStop.max_tokens,
+    "stop_sequence": ModelStop.stop_sequence,
+    "pause_turn": ModelStop.pause,
+    "refusal": ModelStop.refusal,
+    "model_context_window_exceeded": ModelStop.max_tokens,
+}
+_TRUNCATING = frozenset({"max_tokens", "model_context_window_exceeded"})
+_RETRYABLE = frozenset({"api_error", "overloaded_error", "rate_limit_error", "timeout_error"})
+_EMPTY_ERROR = "(the tool failed without a message)"
+_ANY_OBJECT = {"type": "object"}
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+
+def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, Any]:
+    """The JSON body of POST /v1/messages for `request`.
+
+    `options` (temperature, stream=True, tool_choice, metadata, thinking, ...) are merged in last
+    and win. Parts the API would reject are left out: blank text, thinking without a signature
+    (it cannot be verified), redacted thinking without its data; an assistant message left empty
+    is dropped and its neighbours, both user messages then, become one.
+
+    A request without tools whose history holds tool calls (the loop's finalize request) declares
+    the tools those calls named, with an open schema and `tool_choice: none`: the API has
+    rejected tool_use/tool_result blocks in requests that define no tools ("Requests which
+    include `tool_use` or `tool_result` blocks must define tools"), and this way the history keeps
+    its structure (ids, thinking signatures) while no tool can be called.
+    """
+    body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
+    if request.system is not None:
+        body["system"] = request.system
+    body["messages"] = _messages(request.messages)
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    else:
+        used = _tools_called(request.messages)
+        if used:
+            body["tools"] = [{"name": name, "input_schema": dict(_ANY_OBJECT)} for name in used]
+            body["tool_choice"] = {"type": "none"}
+    body.update(options)
+    return body
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    tool: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        tool["description"] = spec.description
+    tool["input_schema"] = spec.parameters
+    return tool
+
+
+def _tools_called(history: Sequence[Message]) -> list[str]:
+    names: dict[str, None] = {}
+    for message in history:
+        if type(message) is AssistantMessage:
+            names.update((p.name, None) for p in message.content if type(p) is ToolCall)
+    return list(names)
+
+
+def _messages(history: Sequence[Message]) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for message in history:
+        match message:
+            case UserMessage(content=text):
+                _append(wire, "user", text)
+            case AssistantMessage(content=parts):
+                blocks = [b for b in map(_block, parts) if b is not None]
+                if blocks:
+                    _append(wire, "assistant", blocks)
+            case ToolResults(results=results):
+                _append(wire, "user", [_tool_result(r) for r in results])
+            case _:
+                raise TypeError(f"not a message: {message!r}")
+    return wire
+
+
+def _append(wire: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
+    """Add a message, merging it into the previous one when both have the same role."""
+    if wire and wire[-1]["role"] == role:
+        wire[-1]["content"] = _as_blocks(wire[-1]["content"]) + _as_blocks(content)
+    else:
+        wire.append({"role": role, "content": content})
+
+
+def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _block(part: Part) -> dict[str, Any] | None:
+    match part:
+        case Text(text=text) if text.strip():
+            return {"type": "text", "text": text}
+        case Thinking(redacted=True):
+            data = _redacted_data(part)
+            return {"type": "redacted_thinking", "data": data} if data else None
+        case Thinking(text=text, signature=str() as signature) if signature:
+            return {"type": "thinking", "thinking": text, "signature": signature}
+        case ToolCall(id=call_id, name=name, arguments=arguments):
+            return {"type": "tool_use", "id": call_id, "name": name, "input": dict(arguments)}
+    return None
+
+
+def _redacted_data(part: Thinking) -> str | None:
+    data = part.provider_data.get("data") if isinstance(part.provider_data, dict) else None
+    return data if isinstance(data, str) else part.signature
+
+
+def _tool_result(result: ToolResult) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id}
+    if result.content or result.is_error:
+        block["content"] = result.content or _EMPTY_ERROR
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+# -- responses ---------------------------------------------------------------------------------
+
+
+def decode(body: dict[str, Any]) -> ModelResponse:
+    """The neutral response for a Messages API response body.
+
+    Text, thinking (with its signature), redacted thinking (its `data` in `provider_data`, sent
+    back verbatim) and tool calls are kept; server-tool and unknown block types are skipped, since
+    turnstile declares only client tools and a new block type must not break a run. A tool_use
+    whose input is not an object becomes a call with empty `arguments` and the JSON text in
+    `raw_arguments`; with `max_tokens` (or a full context window) a trailing tool_use was cut off
+    and is marked `complete=False`. An unknown `stop_reason` maps to `ModelStop.other`; `raw_stop`
+    keeps every value that differs from the neutral name.
+
+    Raises `ProviderError` for an error body and `DecodeError` (naming the path) for a body
+    without a documented field: `content`, a block's `type`, `text`, `id`, ..., `stop_reason`,
+    `usage.input_tokens`, `usage.output_tokens`.
+    """
+    return _decode(body, {})
+
+
+def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
+    if not isinstance(body, dict):
+        raise DecodeError("", f"expected a JSON object, got {type(body).__name__}")
+    if body.get("type") == "error":
+        raise _provider_error(body.get("error"))
+    blocks = _field(body, "content", list, "")
+    raw_stop = _field(body, "stop_reason", str, "")
+    cut = raw_stop in _TRUNCATING
+    last = len(blocks) - 1
+    parts = []
+    for i, block in enumerate(blocks):
+        part = _part(block, f"content[{i}]", streamed.get(i), cut and i == last)
+        if part is not None:
+            parts.append(part)
+    stop = _STOPS.get(raw_stop, ModelStop.other)
+    usage = _usage(_field(body, "usage", dict, ""))
+    return ModelResponse(parts, stop, usage, None if raw_stop == stop.value else raw_stop)
+
+
+_KINDS = {list: "an array", dict: "an object", str: "a string", int: "an integer"}
+
+
+def _field(obj: dict[str, Any], key: str, kind: type, path: str) -> Any:
+    where = f"{path}.{key}" if path else key
+    if key not in obj:
+        raise DecodeError(where, "missing")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        shown = json.dumps(value, ensure_ascii=False, default=repr)[:40]
+        raise DecodeError(where, f"expected {_KINDS[kind]}, got {shown}")
+    return value
+
+
+def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None:
+    if not isinstance(block, dict):
+        raise DecodeError(path, f"expected an object, got {type(block).__name__}")
+    kind = _field(block, "type", str, path)
+    if kind == "text":
+        return Text(_field(block, "text", str, path))
+    if kind == "thinking":
+        signature = block.get("signature")
+        text = _field(block, "thinking", str, path)
+        return Thinking(
+            text, signature=signature if isinstance(signature, str) and signature else None
+        )
+    if kind == "redacted_thinking":
+        return Thinking("", redacted=True, provider_data={"data": _field(block, "data", str, path)})
+    if kind == "tool_use":
+        return _tool_call(block, path, streamed, cut)
+    return None
+
+
+def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool) -> ToolCall:
+    call_id = _field(block, "id", str, path)
+    if not call_id:
+        raise DecodeError(f"{path}.id", "empty: results must quote the call's id")
+    name = _field(block, "name", str, path)
+    if streamed is None:
+        if "input" not in block:
+            raise DecodeError(f"{path}.input", "missing")
+        value = block["input"]
+    elif not streamed.strip():
+        value = {}
+    else:
+        try:
+            value = json.loads(streamed)
+        except ValueError:
+            arguments = _salvage(streamed) if cut else {}
+            return ToolCall(call_id, name, arguments, raw_arguments=streamed, complete=not cut)
+    if isinstance(value, dict):
+        return ToolCall(call_id, name, value, complete=not cut)
+    raw = json.dumps(value, ensure_ascii=False)
+    return ToolCall(call_id, name, {}, raw_arguments=raw, complete=not cut)
+
+
+_SELF_DELIMITED = ('"', "]", "}", "true", "false", "null")
+
+
+def _salvage(text: str) -> dict[str, Any]:
+    """The members of a JSON object cut short that are certainly complete; `{}` when none are.
+
+    A member counts once a comma at the top level follows it, or when the text ends right after
+    a value that cannot grow (a string, array, object or literal); a trailing number might have
+    had more digits, so it is dropped.
+    """
+    if not text.lstrip().startswith("{"):
+        return {}
+    depth, in_string, escaped, comma = 0, False, False, -1
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            comma = i
+    candidates = []
+    if depth == 1 and not in_string and text.rstrip().endswith(_SELF_DELIMITED):
+        candidates.append(text + "}")
+    if comma > 0:
+        candidates.append(text[:comma] + "}")
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)  # type: ignore[no-any-return]
+        except ValueError:
+            continue
+    return {}
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    fresh = _field(usage, "input_tokens", int, "usage")
+    output = _field(usage, "output_tokens", int, "usage")
+    read = _count(usage, "cache_read_input_tokens", "usage")
+    write = _count(usage, "cache_creation_input_tokens", "usage")
+    details = usage.get("output_tokens_details")
+    reasoning = (
+        _count(details, "thinking_tokens", "usage.output_tokens_details")
+        if isinstance(details, dict)
+        else 0
+    )
+    return Usage(fresh + read + write, output, read, write, reasoning)
+
+
+def _count(usage: dict[str, Any], key: str, path: str) -> int:
+    """An optional token count: absent or null is 0."""
+    return 0 if usage.get(key) is None else _field(usage, key, int, path)
+
+
+def _provider_error(error: Any) -> ProviderError:
+    """The error the API reported; retryable for the transient types the API docs list
+    (429, 500, 504, 529), except a spend limit, which no retry will lift."""
+    if not isinstance(error, dict):
+        raise DecodeError("error", "an error body without an error object")
+    kind = _field(error, "type", str, "error")
+    message = error.get("message")
+    details = error.get("details")
+    code = details.get("error_code") if isinstance(details, dict) else None
+    spent = isinstance(code, str) and code.endswith("spend_limit_reached")
+    return ProviderError(
+        kind,
+        message if isinstance(message, str) else "",
+        retryable=kind in _RETRYABLE and not spent,
+    )
+
+
+# -- streams -----------------------------------------------------------------------------------
+
+
+class StreamAccumulator:
+    """Folds the events of a streamed response (each SSE `data:` payload, parsed) into one.
+
+    `feed` returns the deltas a UI may show as they come; a tool call is announced by an
+    `ArgumentsDelta` with an empty fragment when its block starts. `result()` equals what
+    `decode` gives for the equivalent non-streaming body. A tool call cut off by max_tokens (its
+    JSON incomplete, often without `content_block_stop`) comes back with `complete=False`, the
+    members that were certainly complete as `arguments` and the text as `raw_arguments`.
+
+    Usage in `message_delta` is cumulative: it replaces what `message_start` said. Pings and
+    unknown event types (the API may add some) are ignored; an `error` event raises
+    `ProviderError` now and from every later call.
+    """
+
+    __slots__ = (
+        "_blocks",
+        "_done",
+        "_error",
+        "_fragments",
+        "_message",
+        "_parts",
+        "_stop",
+        "_usage",
+    )
+
+    def __init__(self) -> None:
+        self._message: dict[str, Any] | None = None
+        self._stop: Any = None
+        self._usage: dict[str, Any] = {}
+        self._blocks: list[dict[str, Any]] = []
+        self._parts: list[int | None] = []  # the part index of each block, None when skipped
+        self._fragments: dict[int, list[str]] = {}
+        self._done = False
+        self._error: ProviderError | None = None
+
+    def feed(self, event: dict[str, Any]) -> list[Delta]:
+        """Take one event; return what it added. Raises `ProviderError` for an `error` event and
+        `DecodeError` for an event that breaks the documented order or shape."""
+        if self._error is not None:
+            raise self._error
+        if not isinstance(event, dict):
+            raise DecodeError("", f"expected a JSON object, got {type(event).__name__}")
+        kind = _field(event, "type", str, "")
+        if kind == "error":
+            self._error = _provider_error(event.get("error"))
+            raise self._error
+        if kind == "message_start":
+            return self._start(_field(event, "message", dict, kind))
+        if kind not in ("content_block_start", "content_block_delta", "message_delta"):
+            self._done = self._done or kind == "message_stop"
+            return []
+        if self._message is None:
+            raise DecodeError(kind, "came before message_start")
+        if kind == "content_block_start":
+            return self._open(event)
+        if kind == "content_block_delta":
+            return self._delta(event)
+        self._message_delta(event)
+        return []
+
+    def result(self) -> ModelResponse:
+        """The whole response. Raises `ProviderError` (`incomplete_stream`, retryable) when the
+        stream ended before `message_stop`, or the error an `error` event carried."""
+        if self._error is not None:
+            raise self._error
+        if not self._done or self._message is None:
+            raise ProviderError(
+                "incomplete_stream", "the stream ended before message_stop", retryable=True
+            )
+        blocks = [_healed(b) for b in self._blocks]
+        body = {**self._message, "content": blocks, "stop_reason": self._stop, "usage": self._usage}
+        streamed = {i: _heal("".join(f)) for i, f in self._fragments.items()}
+        return _decode(body, streamed)
+
+    def _start(self, message: dict[str, Any]) -> list[Delta]:
+        if self._message is not None:
+            raise DecodeError("message_start", "a second message_start")
+        self._message = message
+        self._stop = message.get("stop_reason")
+        self._usage = dict(message["usage"]) if isinstance(message.get("usage"), dict) else {}
+        deltas: list[Delta] = []
+        for block in _field(message, "content", list, "message"):
+            deltas += self._add(block)
+        return deltas
+
+    def _open(self, event: dict[str, Any]) -> list[Delta]:
+        index = _field(event, "index", int, "content_block_start")
+        if index != len(self._blocks):
+            raise DecodeError("content_block_start.index", f"expected {len(self._blocks)}")
+        return self._add(_field(event, "content_block", dict, "content_block_start"))
+
+    def _add(self, block: dict[str, Any]) -> list[Delta]:
+        index = len(self._blocks)
+        path = f"content[{index}]"
+        kind = _field(block, "type", str, path)
+        block = dict(block)
+        self._blocks.append(block)
+        known = kind in ("text", "thinking", "redacted_thinking", "tool_use")
+        part = sum(p is not None for p in self._parts) if known else None
+        self._parts.append(part)
+        if part is None:
+            return []
+        if kind == "tool_use":
+            call_id = _field(block, "id", str, path)
+            if not call_id:
+                raise DecodeError(f"{path}.id", "empty: results must quote the call's id")
+            return [ArgumentsDelta(part, call_id, _field(block, "name", str, path), "")]
+        if kind == "text" and block.get("text"):
+            return [TextDelta(part, block["text"])]
+        if kind == "thinking" and block.get("thinking"):
+            return [ThinkingDelta(part, block["thinking"])]
+        return []
+
+    def _delta(self, event: dict[str, Any]) -> list[Delta]:
+        index = _field(event, "index", int, "content_block_delta")
+        if not 0 <= index < len(self._blocks):
+            raise DecodeError("content_block_delta.index", f"no content block {index}")
+        delta = _field(event, "delta", dict, "content_block_delta")
+        kind = _field(delta, "type", str, "content_block_delta.delta")
+        block, part = self._blocks[index], self._parts[index]
+        want = _DELTA_BLOCK.get(kind)
+        if part is None or want is None:
+            return []  # a block we skip (server tools), or a delta we do not use (citations)
+        if block["type"] != want:
+            raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
+        value = _field(delta, _DELTA_FIELD[kind], str, "content_block_delta.delta")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + value
+            return [TextDelta(part, value)] if value else []
+        if kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + value
+            return [ThinkingDelta(part, value)] if value else []
+        if kind == "signature_delta":
+            block["signature"] = value
+            return []
+        self._fragments.setdefault(index, []).append(value)
+        return [ArgumentsDelta(part, block["id"], block["name"], value)] if value else []
+
+    def _message_delta(self, event: dict[str, Any]) -> None:
+        delta = _field(event, "delta", dict, "message_delta")
+        if "stop_reason" in delta:
+            self._stop = delta["stop_reason"]
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            self._usage.update((k, v) for k, v in usage.items() if v is not None)
+
+
+_DELTA_BLOCK = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "signature_delta": "thinking",
+    "input_json_delta": "tool_use",
+}
+_DELTA_FIELD = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "signature_delta": "signature",
+    "input_json_delta": "partial_json",
+}
+
+
+def _heal(text: str) -> str:
+    """Join surrogate halves that arrived in different fragments back into one character."""
+    if _SURROGATES.search(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+
+
+def _healed(block: dict[str, Any]) -> dict[str, Any]:
+    for key in ("text", "thinking"):
+        if isinstance(block.get(key), str):
+            block = {**block, key: _heal(block[key])}
+    return block
