@@ -171,57 +171,70 @@ class Loop:
 
     def send(self, obs: Observation) -> list[Command]:
         """Hand the loop one observation; returns the commands it decides on."""
-        st = self.state
-        if type(obs) not in ACCEPTS[st.phase]:
-            raise ProtocolError(f"cannot accept {obs!r} in phase {st.phase}")
-        self._check(obs)
-        st.events.append(obs)  # type: ignore[arg-type]
-        match obs:
-            case ModelReplied(response=response):
-                return self._on_reply(response, obs.now)
-            case ModelFailed():
-                return self._on_model_failed(obs)
-            case ToolReturned(call_id=call_id, content=content, is_error=is_error):
-                pending = self._pending(call_id)
-                pending.result = ToolResult(call_id, content, is_error)  # type: ignore[union-attr]
-                pending.status = CallStatus.done  # type: ignore[union-attr]
-            case Approved(call_id=call_id):
-                self._pending(call_id).status = CallStatus.queued  # type: ignore[union-attr]
-            case Denied(call_id=call_id, reason=reason):
-                message = f"denied by a human: {reason or 'no reason given'}. Do not retry it."
-                self._resolve(self._pending(call_id), message)  # type: ignore[arg-type]
-            case Cancel(reason=reason):
-                self._abort_batch(f"the run was cancelled ({reason or 'no reason given'})")
-                return self._finish(StopReason.cancelled, None)
-            case Tick():
-                if st.phase == "finalizing" or not self._deadline_passed(obs.now):
-                    return []
-                return self._stop(StopReason.deadline, _DEADLINE)
+        if type(obs) not in ACCEPTS[self.state.phase]:
+            raise ProtocolError(f"cannot accept {obs!r} in phase {self.state.phase}")
+        return _HANDLERS[type(obs)](self, obs)
+
+    # Each handler refuses what answers nothing outstanding before it changes anything, then
+    # records the observation, then decides.
+
+    def _model_call(self, obs: ModelReplied | ModelFailed) -> None:
+        if obs.command_id != self.state.pending_model:
+            raise ProtocolError(
+                f"{type(obs).__name__}(command_id={obs.command_id!r}) matches no outstanding "
+                f"model call (outstanding: {self.state.pending_model!r})"
+            )
+
+    def _call(self, obs: ToolReturned | Approved | Denied, want: CallStatus) -> PendingCall:
+        for p in self.state.batch:
+            if p.call.id == obs.call_id and p.status is want:
+                return p
+        p = self._pending(obs.call_id)
+        raise ProtocolError(
+            f"{type(obs).__name__}(call_id={obs.call_id!r}) does not match a call that is "
+            f"{want.value} (that call is {'unknown' if p is None else p.status.value})"
+        )
+
+    def _on_replied(self, obs: ModelReplied) -> list[Command]:
+        self._model_call(obs)
+        _check_call_ids(obs.response.content)
+        self.state.events.append(obs)
+        return self._on_reply(obs.response, obs.now)
+
+    def _on_failed(self, obs: ModelFailed) -> list[Command]:
+        self._model_call(obs)
+        self.state.events.append(obs)
+        return self._on_model_failed(obs)
+
+    def _on_returned(self, obs: ToolReturned) -> list[Command]:
+        p = self._call(obs, CallStatus.running)
+        self.state.events.append(obs)
+        p.result = ToolResult(obs.call_id, obs.content, obs.is_error)
+        p.status = CallStatus.done
         return self._dispatch(obs.now)
 
-    def _check(self, obs: Observation) -> None:
-        """Refuse an observation that answers nothing outstanding, before anything changes."""
-        st = self.state
-        match obs:
-            case ModelReplied(command_id=cid) | ModelFailed(command_id=cid):
-                if cid != st.pending_model:
-                    raise ProtocolError(
-                        f"{type(obs).__name__}(command_id={cid!r}) matches no outstanding "
-                        f"model call (outstanding: {st.pending_model!r})"
-                    )
-                if type(obs) is ModelReplied:
-                    _check_call_ids(obs.response.content)
-            case (
-                ToolReturned(call_id=call_id) | Approved(call_id=call_id) | Denied(call_id=call_id)
-            ):
-                want = CallStatus.running if type(obs) is ToolReturned else CallStatus.approval
-                pending = self._pending(call_id)
-                if pending is None or pending.status is not want:
-                    now = "unknown" if pending is None else pending.status.value
-                    raise ProtocolError(
-                        f"{type(obs).__name__}(call_id={call_id!r}) does not match a call that "
-                        f"is {want.value} (that call is {now})"
-                    )
+    def _on_approved(self, obs: Approved) -> list[Command]:
+        p = self._call(obs, CallStatus.approval)
+        self.state.events.append(obs)
+        p.status = CallStatus.queued
+        return self._dispatch(obs.now)
+
+    def _on_denied(self, obs: Denied) -> list[Command]:
+        p = self._call(obs, CallStatus.approval)
+        self.state.events.append(obs)
+        self._resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
+        return self._dispatch(obs.now)
+
+    def _on_tick(self, obs: Tick) -> list[Command]:
+        self.state.events.append(obs)
+        if self.state.phase == "finalizing" or not self._deadline_passed(obs.now):
+            return []
+        return self._stop(StopReason.deadline, _DEADLINE)
+
+    def _on_cancel(self, obs: Cancel) -> list[Command]:
+        self.state.events.append(obs)
+        self._abort_batch(f"the run was cancelled ({obs.reason or 'no reason given'})")
+        return self._finish(StopReason.cancelled, None)
 
     # -- model replies -----------------------------------------------------------------------
 
@@ -237,22 +250,19 @@ class Loop:
         else:
             st.context_tokens += _part_tokens(response.content)
         calls = [p for p in response.content if type(p) is ToolCall]
-        text = text_of(response.content)
-
         if st.finalizing is not None:
             self._new_batch(calls, "the run is finishing")
-            return self._finish(st.finalizing, text)
+            return self._finish(st.finalizing, text_of(response.content))
         st.turns += 1
         stop = response.stop
         if stop is ModelStop.refusal or stop is ModelStop.content_filter:
             self._new_batch(calls, f"the reply ended with {stop.value}")
-            return self._finish(StopReason.refusal, text)
+            return self._finish(StopReason.refusal, text_of(response.content))
         if not calls:
-            if stop is ModelStop.max_tokens:
-                return self._finish(StopReason.max_tokens, text)
             if stop is ModelStop.pause:
                 return self._next_turn(now)
-            return self._finish(StopReason.completed, text)
+            reason = StopReason.max_tokens if stop is ModelStop.max_tokens else StopReason.completed
+            return self._finish(reason, text_of(response.content))
 
         repeated = None
         limit = guards.max_repeated_calls
@@ -380,11 +390,13 @@ class Loop:
                 return self._finish(StopReason.finish_tool, p.call.arguments)
 
         st.failed_rounds = st.failed_rounds + 1 if all(r.is_error for r in results) else 0  # type: ignore[union-attr]
-        digest = hashlib.blake2b(digest_size=8)
-        for p in batch:
-            r = p.result
-            digest.update(_canonical.encode((p.call.name, p.call.arguments, r.content, r.is_error)))  # type: ignore[union-attr]
-        st.round_digests.append(digest.hexdigest())
+        round_ = [
+            (p.call.name, p.call.arguments, r.content, r.is_error)
+            for p, r in zip(batch, results, strict=True)
+        ]  # type: ignore[union-attr]
+        st.round_digests.append(
+            hashlib.blake2b(_canonical.encode(round_), digest_size=8).hexdigest()
+        )
         k = guards.max_stalled_rounds
         if k is not None and len(st.round_digests) > 3 * k:
             del st.round_digests[0]
@@ -458,6 +470,17 @@ class Loop:
         self.state.phase = NEXT[(self.state.phase, trigger)]
 
 
+_HANDLERS: dict[type, Any] = {
+    ModelReplied: Loop._on_replied,
+    ModelFailed: Loop._on_failed,
+    ToolReturned: Loop._on_returned,
+    Approved: Loop._on_approved,
+    Denied: Loop._on_denied,
+    Tick: Loop._on_tick,
+    Cancel: Loop._on_cancel,
+}
+
+
 def _check_call_ids(content: list[Part]) -> None:
     seen: set[str] = set()
     for p in content:
@@ -488,6 +511,8 @@ def _call_problem(call: ToolCall, spec: ToolSpec | None, tools: dict[str, ToolSp
 def _stalled(digests: list[str], k: int) -> bool:
     """True when the last rounds repeat one block of 1 to 3 rounds `k` times (A-A-A, A-B-A-B…)."""
     n = len(digests)
+    if n < k or digests[-1] not in digests[-4:-1]:
+        return False  # the last round repeats none of the three before it: no cycle ends here
     for period in (1, 2, 3):
         span = period * k
         if n >= span and all(
