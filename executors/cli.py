@@ -76,6 +76,9 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("state")
     check.set_defaults(fn=_validate)
     sub.add_parser("diagram", help="the loop's state machine as Mermaid").set_defaults(fn=_diagram)
+    from turnstile.providers._cli import add_commands
+
+    add_commands(sub)
     return p
 
 

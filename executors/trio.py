@@ -43,7 +43,7 @@ Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 
 
 async def _complete(model: AsyncModelClient | ModelClient, command: CallModel) -> Any:
-    if isinstance(model, AsyncModelClient):
+    if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
         return await model.acomplete(command.request)
     return await trio.to_thread.run_sync(model.complete, command.request, abandon_on_cancel=True)
 

@@ -505,3 +505,17 @@ def _healed(block: dict[str, Any]) -> dict[str, Any]:
         if isinstance(block.get(key), str):
             block = {**block, key: _heal(block[key])}
     return block
+
+
+# -- client (logic in _client.py) ----------------------------------------------------------------
+
+from ._client import Wire, WireClient  # noqa: E402
+
+__all__ += ["Client"]
+
+
+class Client(WireClient):
+    """This format over `anthropic.Anthropic()` (`complete`) or `AsyncAnthropic()` (`acomplete`):
+    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+
+    wire = Wire("anthropic", "/v1/messages", "claude-sonnet-4-6", encode, decode, StreamAccumulator)

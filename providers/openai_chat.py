@@ -457,3 +457,17 @@ class StreamAccumulator:
             return []
         part = int(bool(self._text)) + int(bool(self._refusal)) + sorted(self._calls).index(index)
         return [ArgumentsDelta(part, call.id, call.name, text)]
+
+
+# -- client (logic in _client.py) ----------------------------------------------------------------
+
+from ._client import Wire, WireClient  # noqa: E402
+
+__all__ += ["Client"]
+
+
+class Client(WireClient):
+    """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
+    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+
+    wire = Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)

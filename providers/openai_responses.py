@@ -124,3 +124,17 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
     if isinstance(kept, str) and parse_arguments(kept) == call.arguments:
         return kept
     return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- client (logic in _client.py) ----------------------------------------------------------------
+
+from ._client import Wire, WireClient  # noqa: E402
+
+__all__ += ["Client"]
+
+
+class Client(WireClient):
+    """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
+    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+
+    wire = Wire("openai", "/responses", "gpt-5.1", encode, decode, StreamAccumulator)

@@ -1,0 +1,210 @@
+"""Model clients over the official SDKs: the codec's body goes out, the raw reply comes back to it.
+
+The SDK does what it is good at (credentials, base URL, headers, timeouts, its own retries) and
+nothing else: each request goes through its low-level `post(path, body=..., cast_to=
+httpx2.Response)`, which sends exactly the codec's JSON body and hands back the raw HTTP response,
+unparsed. A JSON reply goes to the codec's `decode`; an event stream is cut into events by our
+SSE parser and fed, payload by payload, to the codec's `StreamAccumulator`. The SDK packages are
+never imported here: a codec module stays cheap to import, and the caller already holds a client.
+
+Failures all end as `ProviderError` (a `ModelError`, so executors make `ModelFailed` of them):
+an SDK exception through `map_sdk_error`; an error event, a failed response or a stream that ends
+early as the codec reports it; and a reply the codec cannot read (`DecodeError`) as kind
+`malformed_response`, not retryable: the API broke its documented shape, and asking again the
+same way is not expected to fix that (a transient proxy page comes with a 5xx, which is retried).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Wire", "WireClient"]
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple, NoReturn
+
+import httpx2
+from turnstile.core import ModelRequest, ModelResponse
+
+from ._deltas import Delta
+from ._errors import DecodeError, ProviderError
+from ._sse import SSEDecoder, SSEEvent
+
+
+class Wire(NamedTuple):
+    """One wire format: which SDK carries it, where it posts, its default model, and its codec."""
+
+    sdk: str  # the SDK package whose clients can carry it: "anthropic" or "openai"
+    path: str  # relative to the SDK client's base URL
+    model: str
+    encode: Callable[..., dict[str, Any]]
+    decode: Callable[[Any], ModelResponse]
+    accumulator: Callable[[], Any]
+
+
+def _sdk_package(sdk: object) -> str | None:
+    """The SDK package a client comes from (subclasses such as `AzureOpenAI` included)."""
+    for cls in type(sdk).__mro__:
+        package = cls.__module__.partition(".")[0]
+        if package in ("anthropic", "openai"):
+            return package
+    return None
+
+
+class WireClient:
+    """A model client for one wire format over an official SDK client, sync or async.
+
+    `sdk` is the SDK's client (`anthropic.Anthropic()`, `openai.AsyncOpenAI()`, ...): a sync one
+    serves `complete(request)`, an async one `await acomplete(request)` (asyncio or trio).
+    `model` defaults to the format's `Wire.model`. With `stream=True` the reply is streamed and
+    `on_delta` sees each `Delta` as it arrives (exceptions it raises end the call unchanged).
+    `options` go to the codec's `encode` (temperature, tool_choice, thinking, ...).
+
+    Raises `TypeError` for an SDK client of the other provider, and `ValueError` for `on_delta`
+    without `stream=True` (only a stream has deltas).
+    """
+
+    wire: ClassVar[Wire]
+
+    def __init__(
+        self,
+        sdk: Any,
+        *,
+        model: str | None = None,
+        stream: bool = False,
+        on_delta: Callable[[Delta], object] | None = None,
+        **options: Any,
+    ) -> None:
+        if _sdk_package(sdk) != self.wire.sdk:
+            raise TypeError(f"{self._name} needs an {self.wire.sdk} SDK client, got {sdk!r}")
+        if on_delta is not None and not stream:
+            raise ValueError("on_delta needs stream=True: only a streamed reply has deltas")
+        self.sdk = sdk
+        self.model = model or self.wire.model
+        self.stream = stream
+        self.on_delta = on_delta
+        self.options = options
+        self.is_async = inspect.iscoroutinefunction(sdk.post)
+
+    @property
+    def _name(self) -> str:
+        return f"{type(self).__module__.rpartition('.')[2]}.{type(self).__name__}"
+
+    def __repr__(self) -> str:
+        kind = "async" if self.is_async else "sync"
+        return f"<{self._name} {self.model!r} over a {kind} {type(self.sdk).__name__}>"
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send `request` and return the decoded reply; raises `ProviderError` on failure."""
+        if self.is_async:
+            raise TypeError(
+                f"{self._name} wraps an async {type(self.sdk).__name__}: "
+                "use `await client.acomplete(request)`, or give it a sync SDK client"
+            )
+        body = self._body(request)
+        try:
+            response = self.sdk.post(
+                self.wire.path, cast_to=httpx2.Response, body=body, stream=self.stream
+            )
+            try:
+                if not _is_event_stream(response):
+                    return self._decode(response.read())
+                fold = _Fold(self.wire.accumulator(), self.on_delta)
+                for chunk in response.iter_bytes():
+                    fold.feed(chunk)
+                return fold.result()
+            finally:
+                response.close()
+        except Exception as exc:
+            _reraise(exc)
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        """The async `complete`, for an async SDK client (under asyncio or trio)."""
+        if not self.is_async:
+            raise TypeError(
+                f"{self._name} wraps a sync {type(self.sdk).__name__}: "
+                "use `client.complete(request)`, or give it an async SDK client"
+            )
+        body = self._body(request)
+        try:
+            response = await self.sdk.post(
+                self.wire.path, cast_to=httpx2.Response, body=body, stream=self.stream
+            )
+            try:
+                if not _is_event_stream(response):
+                    return self._decode(await response.aread())
+                fold = _Fold(self.wire.accumulator(), self.on_delta)
+                async for chunk in response.aiter_bytes():
+                    fold.feed(chunk)
+                return fold.result()
+            finally:
+                await response.aclose()
+        except Exception as exc:
+            _reraise(exc)
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        stream = {"stream": True} if self.stream else {}
+        return self.wire.encode(request, model=self.model, **stream, **self.options)
+
+    def _decode(self, content: bytes) -> ModelResponse:
+        try:
+            body = json.loads(content)
+        except ValueError:
+            shown = content[:80].decode("utf-8", errors="replace")
+            raise DecodeError("", f"the body is not JSON: {shown!r}") from None
+        return self.wire.decode(body)
+
+
+def _is_event_stream(response: httpx2.Response) -> bool:
+    """The reply is an event stream: a server that ignores `stream` may answer with JSON."""
+    return response.headers.get("content-type", "").lower().startswith("text/event-stream")
+
+
+class _Fold:
+    """Feeds a stream's bytes through the SSE parser into a codec's accumulator."""
+
+    def __init__(self, accumulator: Any, on_delta: Callable[[Delta], object] | None) -> None:
+        self._events = SSEDecoder()
+        self._accumulator = accumulator
+        self._on_delta = on_delta
+        self._seen = 0
+
+    def feed(self, chunk: bytes) -> None:
+        for event in self._events.feed(chunk):
+            self._event(event)
+
+    def result(self) -> ModelResponse:
+        for event in self._events.close():
+            self._event(event)
+        return self._accumulator.result()
+
+    def _event(self, event: SSEEvent) -> None:
+        index, self._seen = self._seen, self._seen + 1
+        if event.data in ("", "[DONE]"):
+            return
+        try:
+            payload = json.loads(event.data)
+        except ValueError:
+            raise DecodeError(f"events[{index}].data", f"not JSON: {event.data[:80]!r}") from None
+        if not isinstance(payload, dict):
+            raise DecodeError(f"events[{index}].data", "expected a JSON object")
+        for delta in self._accumulator.feed(payload):
+            if self._on_delta is not None:
+                self._on_delta(delta)
+
+
+def _reraise(exc: Exception) -> NoReturn:
+    """Raise the `ProviderError` that `exc` stands for, or `exc` itself when it is not the SDK's
+    or the wire's (a `ReplayMismatch`, a bug, an exception from `on_delta`)."""
+    if isinstance(exc, ProviderError):
+        raise exc
+    if isinstance(exc, DecodeError):
+        raise ProviderError(
+            "malformed_response", f"the reply is not what the API documents: {exc}", retryable=False
+        ) from exc
+    from ._sdk import map_sdk_error  # imports both SDKs: only once something failed
+
+    mapped = map_sdk_error(exc)
+    if mapped is None:
+        raise exc
+    raise mapped from exc

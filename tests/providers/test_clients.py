@@ -1,0 +1,400 @@
+"""The three `Client`s over the official SDKs, through the replay transport: sync and async (trio
+and asyncio), plain and streamed; every failure ends as a `ProviderError` the loop can act on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anthropic
+import httpx2
+import msgspec
+import openai
+import pytest
+import trio
+from turnstile.core import (
+    LoopSpec,
+    ModelFailed,
+    ModelRequest,
+    ModelResponse,
+    ModelStop,
+    StopReason,
+    Text,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
+from turnstile.executors import sync
+from turnstile.providers import (
+    ArgumentsDelta,
+    Delta,
+    ProviderError,
+    TextDelta,
+    anthropic_messages,
+    openai_chat,
+    openai_responses,
+)
+from turnstile.providers.replay import (
+    RecordedTools,
+    ReplayMismatch,
+    Trace,
+    client_for,
+    load_trace,
+    spec_for,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FORMATS: dict[str, ModuleType] = {
+    "anthropic": anthropic_messages,
+    "openai-chat": openai_chat,
+    "openai-responses": openai_responses,
+}
+PATHS = {
+    "anthropic": "/v1/messages",
+    "openai-chat": "/v1/chat/completions",
+    "openai-responses": "/v1/responses",
+}
+PROVIDERS = sorted(FORMATS)
+PROMPT = "北京和上海哪个更暖和?"
+SPEC = LoopSpec(max_tokens=1024)
+REQUEST = ModelRequest(None, [UserMessage(PROMPT)], [], 1024)
+
+
+def first_request(trace: Trace) -> ModelRequest:
+    spec = spec_for(trace)
+    assert trace.loop is not None
+    return ModelRequest(
+        spec.system, [UserMessage(trace.loop["prompt"])], spec.tools, spec.max_tokens
+    )
+
+
+def complete(client: Any, request: ModelRequest, mode: str) -> ModelResponse:
+    if mode == "sync":
+        return client.complete(request)
+    if mode == "trio":
+        return trio.run(client.acomplete, request)
+    return asyncio.run(client.acomplete(request))
+
+
+def check_weather_turn(response: ModelResponse) -> None:
+    assert response.stop is ModelStop.tool_use
+    assert response.usage == Usage(512, 121)
+    text, *calls = response.content
+    assert text == Text("我来帮您查询北京和上海的实时天气。")
+    assert [(type(c), c.name, c.arguments) for c in calls] == [  # type: ignore[union-attr]
+        (ToolCall, "get_weather", {"city": "北京"}),
+        (ToolCall, "get_weather", {"city": "上海"}),
+    ]
+
+
+# -- replies ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "trio", "asyncio"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_plain_reply_decodes(provider: str, mode: str) -> None:
+    trace = load_trace(FIXTURES / provider / "weather.json")
+    client = client_for(trace, sync=mode == "sync")
+    response = complete(client, first_request(trace), mode)
+    check_weather_turn(response)
+    assert response == FORMATS[provider].decode(trace.exchanges[0].response.body)
+
+
+@pytest.mark.parametrize("mode", ["sync", "trio", "asyncio"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_streamed_reply_decodes_and_delivers_its_deltas(provider: str, mode: str) -> None:
+    trace = load_trace(FIXTURES / provider / "weather.stream.json")
+    sdk = client_for(trace, sync=mode == "sync").sdk
+    deltas: list[Delta] = []
+    client = FORMATS[provider].Client(
+        sdk, model=trace.loop["model"], stream=True, on_delta=deltas.append
+    )
+    response = complete(client, first_request(trace), mode)
+    check_weather_turn(response)
+    assert len(deltas) > 3
+    text = "".join(d.text for d in deltas if type(d) is TextDelta and d.index == 0)
+    assert text == "我来帮您查询北京和上海的实时天气。"
+    for index, call in enumerate(response.content[1:], 1):
+        assert isinstance(call, ToolCall)
+        fragments = [d for d in deltas if type(d) is ArgumentsDelta and d.index == index]
+        assert {(d.call_id, d.name) for d in fragments} == {(call.id, "get_weather")}
+        assert json.loads("".join(d.fragment for d in fragments)) == call.arguments
+
+
+def reply(status: int, body: Any, content_type: str = "application/json") -> dict[str, Any]:
+    return {"status": status, "headers": {"content-type": content_type}, "body": body}
+
+
+def scripted(
+    provider: str, *replies: dict[str, Any], stream: bool = False, sync: bool = True
+) -> Any:
+    """A client whose requests (each the encoded `REQUEST`) get `replies`, in order."""
+    sent = FORMATS[provider].encode(REQUEST, model="m", **({"stream": True} if stream else {}))
+    exchanges = [
+        {"request": {"method": "POST", "path": PATHS[provider], "body": sent}, "response": r}
+        for r in replies
+    ]
+    loop = {"model": "m", "prompt": PROMPT, "max_tokens": 1024, "stream": stream}
+    trace = msgspec.convert(
+        {"provider": provider, "hand_written": True, "loop": loop, "exchanges": exchanges}, Trace
+    )
+    return client_for(trace, sync=sync)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_json_reply_to_a_streamed_request_is_decoded(provider: str) -> None:
+    """Some compatible servers ignore `stream` and answer with a plain body."""
+    body = load_trace(FIXTURES / provider / "weather.json").exchanges[0].response.body
+    client = scripted(provider, reply(200, body), stream=True)
+    assert client.stream
+    check_weather_turn(client.complete(REQUEST))
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+def anthropic_error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def openai_error(kind: str, message: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+ERRORS = [
+    ("anthropic", 529, anthropic_error("overloaded_error", "Overloaded"), True),
+    ("anthropic", 429, anthropic_error("rate_limit_error", "Number of requests exceeded"), True),
+    ("anthropic", 500, anthropic_error("api_error", "Internal server error"), True),
+    ("anthropic", 400, anthropic_error("invalid_request_error", "max_tokens: too large"), False),
+    ("anthropic", 401, anthropic_error("authentication_error", "invalid x-api-key"), False),
+    ("openai-chat", 503, openai_error("server_error", "The engine is currently overloaded"), True),
+    (
+        "openai-chat",
+        429,
+        openai_error("requests", "Rate limit reached for requests", "rate_limit_exceeded"),
+        True,
+    ),
+    ("openai-responses", 500, openai_error("server_error", "The server had an error"), True),
+    (
+        "openai-responses",
+        400,
+        openai_error("invalid_request_error", "Invalid 'input[0].content'"),
+        False,
+    ),
+    (
+        "openai-chat",
+        401,
+        openai_error("invalid_request_error", "Incorrect API key provided", "invalid_api_key"),
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("provider", "status", "body", "retryable"), ERRORS)
+def test_http_errors_become_provider_errors(
+    provider: str, status: int, body: dict[str, Any], retryable: bool
+) -> None:
+    with pytest.raises(ProviderError) as info:
+        scripted(provider, reply(status, body)).complete(REQUEST)
+    error = info.value
+    assert error.retryable is retryable
+    assert body["error"]["message"] in str(error) and f"HTTP {status}" in str(error)
+    assert isinstance(error.__cause__, anthropic.APIStatusError | openai.APIStatusError)
+
+
+ANSWER = {
+    "id": "msg_01",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "content": [{"type": "text", "text": "上海更暖和。"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 20, "output_tokens": 8},
+}
+
+
+def test_a_retryable_http_error_is_retried_by_the_loop() -> None:
+    overloaded = reply(529, anthropic_error("overloaded_error", "Overloaded"))
+    run = sync.run(SPEC, PROMPT, model=scripted("anthropic", overloaded, reply(200, ANSWER)))
+    failed = [e for e in run.state.events if type(e) is ModelFailed]
+    assert [(f.command_id, f.retryable) for f in failed] == [("model-1", True)]
+    assert (run.stop_reason, run.output) == (StopReason.completed, "上海更暖和。")
+
+
+@pytest.mark.parametrize("mode", ["trio", "asyncio"])
+def test_async_calls_fail_the_same_way(mode: str) -> None:
+    overloaded = reply(529, anthropic_error("overloaded_error", "Overloaded"))
+    with pytest.raises(ProviderError, match="overloaded_error: Overloaded") as info:
+        complete(scripted("anthropic", overloaded, sync=False), REQUEST, mode)
+    assert info.value.retryable
+    with pytest.raises(ProviderError, match="malformed_response") as info:
+        complete(scripted("openai-chat", reply(200, {"choices": []}), sync=False), REQUEST, mode)
+    assert not info.value.retryable
+    trace = load_trace(FIXTURES / "openai-responses/overloaded.stream.json")
+    with pytest.raises(ProviderError, match="server_is_overloaded") as info:
+        complete(client_for(trace, sync=False), first_request(trace), mode)
+    assert info.value.retryable
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_error_mid_stream_is_retryable_and_the_loop_retries(provider: str) -> None:
+    trace = load_trace(FIXTURES / provider / "overloaded.stream.json")
+    with pytest.raises(ProviderError) as info:
+        client_for(trace).complete(first_request(trace))
+    assert info.value.retryable
+    assert trace.loop is not None
+    run = sync.run(
+        spec_for(trace), trace.loop["prompt"], model=client_for(trace), tools=RecordedTools(trace)
+    )
+    failed = [e for e in run.state.events if type(e) is ModelFailed]
+    assert [(f.command_id, f.retryable) for f in failed] == [("model-1", True)]
+    assert run.stop_reason is StopReason.completed
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_stream_that_ends_early_is_retryable(provider: str) -> None:
+    trace = load_trace(FIXTURES / provider / "weather.stream.json")
+    exchange = trace.exchanges[0]
+    sse = exchange.response.sse
+    assert sse is not None
+    cut = msgspec.structs.replace(exchange.response, sse=sse[: len(sse) // 2])
+    trace.exchanges[0] = msgspec.structs.replace(exchange, response=cut)
+    with pytest.raises(ProviderError) as info:
+        client_for(trace).complete(first_request(trace))
+    assert (info.value.kind, info.value.retryable) == ("incomplete_stream", True)
+
+
+MALFORMED = [
+    ("anthropic", {"id": "msg_1", "type": "message", "content": "北京", "stop_reason": "end_turn"}),
+    ("openai-chat", {"id": "chatcmpl-1", "object": "chat.completion", "choices": []}),
+    ("openai-responses", {"id": "resp_1", "object": "response", "status": "completed"}),
+]
+
+
+@pytest.mark.parametrize(("provider", "body"), MALFORMED)
+def test_a_malformed_body_is_a_final_error_and_the_run_ends_with_model_error(
+    provider: str, body: dict[str, Any]
+) -> None:
+    with pytest.raises(ProviderError) as info:
+        scripted(provider, reply(200, body)).complete(REQUEST)
+    assert (info.value.kind, info.value.retryable) == ("malformed_response", False)
+    run = sync.run(SPEC, PROMPT, model=scripted(provider, reply(200, body)))
+    assert run.stop_reason is StopReason.model_error
+    [failed] = [e for e in run.state.events if type(e) is ModelFailed]
+    assert not failed.retryable and "malformed_response" in failed.message
+
+
+def test_a_body_that_is_not_json_is_malformed() -> None:
+    page = reply(200, "<html><body>upstream says hello</body></html>", "text/html")
+    with pytest.raises(ProviderError, match="not JSON: '<html>") as info:
+        scripted("openai-chat", page).complete(REQUEST)
+    assert not info.value.retryable
+
+
+def test_an_event_that_is_not_json_is_malformed() -> None:
+    broken = {
+        "status": 200,
+        "headers": {"content-type": "text/event-stream"},
+        "sse": "data: {x\n\n",
+    }
+    with pytest.raises(ProviderError, match=r"events\[0\]\.data: not JSON") as info:
+        scripted("openai-chat", broken, stream=True).complete(REQUEST)
+    assert (info.value.kind, info.value.retryable) == ("malformed_response", False)
+
+
+class _Dropped(httpx2.SyncByteStream):
+    """An event stream whose connection drops after its first bytes."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b'event: message_start\ndata: {"type": "message_start", '
+        raise httpx2.RemoteProtocolError("peer closed connection without sending complete body")
+
+
+def _offline(sdk_class: Callable[..., Any], handler: Callable[[httpx2.Request], Any]) -> Any:
+    http = httpx2.Client(transport=httpx2.MockTransport(handler), trust_env=False)
+    return sdk_class(
+        api_key="k", base_url="https://offline.invalid", http_client=http, max_retries=0
+    )
+
+
+def _refuse(request: httpx2.Request) -> httpx2.Response:
+    raise httpx2.ConnectError("connection refused", request=request)
+
+
+def _drop(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Dropped())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: anthropic_messages.Client(_offline(anthropic.Anthropic, _refuse)),
+        lambda: openai_responses.Client(_offline(openai.OpenAI, _refuse)),
+        lambda: anthropic_messages.Client(_offline(anthropic.Anthropic, _drop), stream=True),
+    ],
+    ids=["refused", "refused", "dropped mid-stream"],
+)
+def test_connection_failures_are_retryable(make: Callable[[], Any]) -> None:
+    client = make()
+    request = ModelRequest(None, [UserMessage("hi")], [], 16)
+    with pytest.raises(ProviderError) as info:
+        client.complete(request)
+    assert (info.value.kind, info.value.retryable) == ("connection_error", True)
+
+
+# -- what the client refuses -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_changed_request_is_a_replay_mismatch_not_a_provider_error(provider: str) -> None:
+    trace = load_trace(FIXTURES / provider / "weather.json")
+    request = first_request(trace)
+    changed = ModelRequest(request.system, [UserMessage("换个问题")], request.tools, 1024)
+    with pytest.raises(ReplayMismatch, match="换个问题"):
+        client_for(trace).complete(changed)
+
+
+def test_sync_and_async_are_not_interchangeable() -> None:
+    trace = load_trace(FIXTURES / "openai-chat/weather.json")
+    request = first_request(trace)
+    with pytest.raises(
+        TypeError, match=r"wraps an async AsyncOpenAI: use `await client\.acomplete"
+    ):
+        client_for(trace, sync=False).complete(request)
+    with pytest.raises(TypeError, match=r"wraps a sync OpenAI: use `client\.complete"):
+        trio.run(client_for(trace).acomplete, request)
+
+
+def test_a_client_takes_only_its_own_providers_sdk() -> None:
+    openai_sdk = client_for(load_trace(FIXTURES / "openai-chat/weather.json")).sdk
+    with pytest.raises(
+        TypeError, match=r"anthropic_messages\.Client needs an anthropic SDK client"
+    ):
+        anthropic_messages.Client(openai_sdk)
+    with pytest.raises(TypeError, match=r"openai_chat\.Client needs an openai SDK client"):
+        openai_chat.Client(object())
+    responses = openai_responses.Client(openai_sdk)
+    assert repr(responses) == "<openai_responses.Client 'gpt-5.1' over a sync OpenAI>"
+
+
+def test_on_delta_needs_a_stream() -> None:
+    sdk = client_for(load_trace(FIXTURES / "anthropic/weather.json")).sdk
+    with pytest.raises(ValueError, match="on_delta needs stream=True"):
+        anthropic_messages.Client(sdk, on_delta=print)
+    assert anthropic_messages.Client(sdk).model == "claude-sonnet-4-6"
+
+
+def test_an_exception_in_on_delta_ends_the_call_unchanged() -> None:
+    trace = load_trace(FIXTURES / "openai-responses/weather.stream.json")
+
+    def stop(delta: Delta) -> None:
+        raise LookupError("the UI went away")
+
+    client = openai_responses.Client(client_for(trace).sdk, stream=True, on_delta=stop)
+    with pytest.raises(LookupError, match="the UI went away"):
+        client.complete(first_request(trace))

@@ -1,0 +1,296 @@
+"""Whole loops replayed from the fixtures: real loop, real executor, real SDK client, no network."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from syrupy.extensions.amber import AmberSnapshotExtension
+from syrupy.location import PyTestLocation
+from syrupy.types import SnapshotIndex
+from turnstile.core import (
+    AssistantMessage,
+    CallModel,
+    Command,
+    Finish,
+    ModelFailed,
+    ModelReplied,
+    Observation,
+    RunTool,
+    StopReason,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolReturned,
+    validate_history,
+)
+from turnstile.executors import Run, transcript
+from turnstile.providers.replay import (
+    RecordedTools,
+    ReplayMismatch,
+    Trace,
+    TraceError,
+    client_for,
+    load_trace,
+    replay,
+    spec_for,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+FINISHES = {
+    "anthropic/finalize.json": StopReason.max_turns,
+    "anthropic/malformed_args.json": StopReason.completed,
+    "anthropic/max_tokens_tool.stream.json": StopReason.completed,
+    "anthropic/overloaded.stream.json": StopReason.completed,
+    "anthropic/refusal.json": StopReason.refusal,
+    "anthropic/thinking.json": StopReason.completed,
+    "anthropic/tool_error.json": StopReason.completed,
+    "anthropic/unknown_stop.json": StopReason.completed,
+    "anthropic/weather.json": StopReason.completed,
+    "anthropic/weather.stream.json": StopReason.completed,
+    "openai-chat/azure_prompt_filter.stream.json": StopReason.completed,
+    "openai-chat/content_filter.json": StopReason.refusal,
+    "openai-chat/malformed_args.json": StopReason.completed,
+    "openai-chat/max_tokens_tool.stream.json": StopReason.max_turns,
+    "openai-chat/overloaded.stream.json": StopReason.completed,
+    "openai-chat/refusal.json": StopReason.refusal,
+    "openai-chat/tool_error.json": StopReason.completed,
+    "openai-chat/unknown_stop.json": StopReason.completed,
+    "openai-chat/weather.json": StopReason.completed,
+    "openai-chat/weather.stream.json": StopReason.completed,
+    "openai-responses/malformed_args.json": StopReason.completed,
+    "openai-responses/max_tokens_tool.stream.json": StopReason.completed,
+    "openai-responses/overloaded.stream.json": StopReason.completed,
+    "openai-responses/reasoning.json": StopReason.completed,
+    "openai-responses/refusal.json": StopReason.refusal,
+    "openai-responses/tool_error.json": StopReason.completed,
+    "openai-responses/unknown_stop.json": StopReason.completed,
+    "openai-responses/weather.json": StopReason.completed,
+    "openai-responses/weather.stream.json": StopReason.completed,
+}
+WEATHER = [
+    f"{provider}/{name}"
+    for provider in ("anthropic", "openai-chat", "openai-responses")
+    for name in ("weather.json", "weather.stream.json")
+]
+
+
+def _args(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
+def _part(part: Any) -> str:
+    match part:
+        case Text():
+            return "text"
+        case Thinking(redacted=redacted):
+            return "thinking (redacted)" if redacted else "thinking"
+        case ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw):
+            shown = f"raw {raw!r}" if raw is not None else _args(arguments)
+            return f"{name}#{call_id} {shown}" + ("" if part.complete else " [cut off]")
+    raise AssertionError(part)
+
+
+def step_line(step: Command | Observation) -> str:
+    """One command or observation as a line; texts are left to the transcript."""
+    match step:
+        case CallModel(id=cid, request=request):
+            tools = ", ".join(t.name for t in request.tools) or "none"
+            n = len(request.messages)
+            messages = f"{n} message{'' if n == 1 else 's'}"
+            return f"→ call_model {cid} [{request.purpose.value}] {messages}, tools: {tools}"
+        case ModelReplied(command_id=cid, response=response):
+            u = response.usage
+            raw = f" ({response.raw_stop})" if response.raw_stop else ""
+            parts = "; ".join(_part(p) for p in response.content) or "nothing"
+            usage = f"{u.input_tokens} in / {u.output_tokens} out"
+            return f"← model_replied {cid}: {response.stop.value}{raw} · {usage} · {parts}"
+        case ModelFailed(command_id=cid, message=message, retryable=retryable):
+            return f"← model_failed {cid} ({'retryable' if retryable else 'final'}): {message}"
+        case RunTool(id=call_id, name=name, arguments=arguments):
+            return f"→ run_tool {name}#{call_id} {_args(arguments)}"
+        case ToolReturned(call_id=call_id, content=content, is_error=is_error):
+            return f"← tool_returned {call_id}{' (error)' if is_error else ''}: {content}"
+        case Finish(reason=reason):
+            return f"→ finish {reason.value}"
+    raise AssertionError(step)
+
+
+def replayed(name: str, **kwargs: Any) -> tuple[Run, list[str]]:
+    steps: list[Command | Observation] = []
+    run = replay(FIXTURES / name, on_step=steps.append, **kwargs)
+    return run, [step_line(s) for s in steps]
+
+
+def test_the_table_names_every_fixture() -> None:
+    assert sorted(str(p.relative_to(FIXTURES)) for p in FIXTURES.glob("*/*.json")) == sorted(
+        FINISHES
+    )
+
+
+@pytest.mark.parametrize("name", sorted(FINISHES))
+def test_each_fixture_replays_through_the_sync_executor(name: str, snapshot: Any) -> None:
+    run, steps = replayed(name)
+    assert run.stop_reason is FINISHES[name]
+    assert run.finish is not None and run.finish.reason is FINISHES[name]
+    validate_history(run.messages)
+    assert "\n".join([*steps, "", transcript(run.state)]) == snapshot
+
+
+@pytest.mark.parametrize("name", sorted(FINISHES))
+def test_each_fixture_replays_through_the_trio_executor(name: str) -> None:
+    run = replay(FIXTURES / name, executor="trio")
+    assert run.stop_reason is FINISHES[name]
+    validate_history(run.messages)
+    reference = replay(FIXTURES / name)
+    assert run.messages == reference.messages
+    assert transcript(run.state) == transcript(reference.state)
+
+
+class _Shared(AmberSnapshotExtension):
+    """Names a snapshot by the test function and `name=` alone, so every parameter of a
+    parametrized test asserts the same one."""
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
+        return f"{test_location.methodname}[{index}]"
+
+
+def _neutral(lines: list[str], run: Run) -> str:
+    """The steps with the provider's call ids replaced by their order: call-1, call-2, ..."""
+    ids = [
+        p.id
+        for m in run.messages
+        if type(m) is AssistantMessage
+        for p in m.content
+        if type(p) is ToolCall
+    ]
+    text = "\n".join(lines)
+    for n, call_id in enumerate(dict.fromkeys(ids), 1):
+        text = text.replace(call_id, f"call-{n}")
+    return text
+
+
+@pytest.mark.parametrize("name", WEATHER)
+def test_one_loop_three_formats(name: str, snapshot: Any) -> None:
+    """The weather conversation gives the same commands and observations over every format,
+    streamed or not. Reply texts are shown by kind only: each trace words its answer its own way.
+    """
+    run, steps = replayed(name)
+    assert run.stop_reason is StopReason.completed
+    shared = snapshot.use_extension(_Shared)(name="weather")
+    assert _neutral(steps, run) == shared
+
+
+def test_a_changed_prompt_fails_with_a_diff() -> None:
+    trace = load_trace(FIXTURES / "anthropic/weather.json")
+    assert trace.loop is not None
+    trace.loop["prompt"] = "北京和广州哪个更暖和?"
+    with pytest.raises(ReplayMismatch) as info:
+        replay(trace)
+    message = str(info.value)
+    assert "request 1 (POST /v1/messages) does not match the recorded POST /v1/messages" in message
+    assert '-      "content": "北京和上海哪个更暖和?",' in message
+    assert '+      "content": "北京和广州哪个更暖和?",' in message
+
+
+@pytest.mark.parametrize("executor", ["sync", "trio"])
+def test_a_changed_tool_output_fails_on_the_next_request(executor: Any) -> None:
+    trace = load_trace(FIXTURES / "openai-responses/weather.json")
+    assert trace.loop is not None
+    outputs = trace.loop["tool_outputs"]
+    first = next(iter(outputs))
+    outputs[first] = {**outputs[first], "content": '{"温度":-5}'}
+    with pytest.raises(ReplayMismatch, match=r'(?s)request 2 .*\+ +"output": "\{\\"温度\\":-5\}"'):
+        replay(trace, executor=executor)
+
+
+def test_exchanges_left_over_fail_the_replay() -> None:
+    trace = load_trace(FIXTURES / "openai-chat/weather.json")
+    trace.exchanges.append(trace.exchanges[-1])
+    with pytest.raises(ReplayMismatch, match=r"ended \(completed\) after 2 of 3 exchanges"):
+        replay(trace)
+
+
+def test_a_tool_call_without_a_recorded_output_is_an_error_result() -> None:
+    tools = RecordedTools(load_trace(FIXTURES / "anthropic/tool_error.json"))
+    outcome = tools.run("get_weather", {"city": "广州"})
+    assert outcome.is_error and "no recorded output for get_weather" in outcome.content
+    assert tools.unrecorded == ['get_weather {"city": "广州"}']
+
+
+def test_a_tool_call_without_a_recorded_output_fails_the_replay() -> None:
+    trace = load_trace(FIXTURES / "anthropic/finalize.json")
+    assert trace.loop is not None
+    trace.loop["tool_outputs"] = {}
+    with pytest.raises(ReplayMismatch, match="request 2"):  # its error result is sent
+        replay(trace)
+    trace.loop["guards"] = {"max_turns": 1, "finalize": False}  # so no request follows it
+    del trace.exchanges[1:]
+    with pytest.raises(
+        ReplayMismatch, match=r'no recorded output for: get_weather \{"city": "北京"'
+    ):
+        replay(trace)
+
+
+def test_recorded_tools_answer_identical_calls_in_recorded_order() -> None:
+    trace = load_trace(FIXTURES / "anthropic/weather.json")
+    assert trace.loop is not None
+    body = trace.exchanges[0].response.body
+    for block in body["content"]:
+        if block["type"] == "tool_use":
+            block["input"] = {"city": "北京"}
+    outputs = trace.loop["tool_outputs"]
+    tools = RecordedTools(trace)
+    got = [tools.run("get_weather", {"city": "北京"}).content for _ in range(2)]
+    assert got == [o["content"] for o in outputs.values()]
+    assert tools.run("get_weather", {"city": "北京"}).is_error
+
+
+def test_spec_and_client_come_from_the_loop_section() -> None:
+    trace = load_trace(FIXTURES / "anthropic/thinking.json")
+    spec = spec_for(trace)
+    assert (spec.system, spec.max_tokens) == ("你是一个天气助手。", 2048)
+    assert [t.name for t in spec.tools] == ["get_weather"]
+    client = client_for(trace)
+    assert (client.model, client.stream, client.is_async) == ("claude-sonnet-4-5", False, False)
+    assert client.options == {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    streamed = client_for(load_trace(FIXTURES / "anthropic/weather.stream.json"), sync=False)
+    assert (streamed.stream, streamed.is_async) == (True, True)
+    assert spec_for(load_trace(FIXTURES / "anthropic/finalize.json")).guards.max_turns == 1
+
+
+@pytest.mark.parametrize(
+    ("loop", "message"),
+    [
+        (None, "no `loop` section"),
+        ({"prompt": "hi"}, "loop: Object missing required field `model`"),
+        ({"model": "m", "prompt": "hi", "guards": {"max_turns": "x"}}, "loop.guards: Expected"),
+        ({"model": "m", "prompt": "hi", "tolls": []}, "unknown field `tolls`"),
+    ],
+)
+def test_a_trace_without_a_usable_loop_section_is_a_trace_error(
+    loop: dict[str, Any] | None, message: str
+) -> None:
+    trace = msgspec.convert({"provider": "anthropic", "hand_written": True, "loop": loop}, Trace)
+    with pytest.raises(TraceError, match=message):
+        replay(trace)
+
+
+def test_replay_takes_a_path_or_a_trace_and_leaves_the_trace_untouched() -> None:
+    trace = load_trace(FIXTURES / "openai-chat/weather.stream.json")
+    before = copy.deepcopy(msgspec.to_builtins(trace))
+    assert (
+        replay(trace).messages == replay(str(FIXTURES / "openai-chat/weather.stream.json")).messages
+    )
+    assert msgspec.to_builtins(trace) == before
+
+
+def test_an_unknown_executor_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown executor 'asyncio'"):
+        replay(FIXTURES / "anthropic/weather.json", executor="asyncio")  # type: ignore[arg-type]
