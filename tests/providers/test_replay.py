@@ -84,10 +84,10 @@ def _args(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
-def _part(part: Any) -> str:
+def _part(part: Any, *, quote_texts: bool) -> str:
     match part:
-        case Text():
-            return "text"
+        case Text(text=text):
+            return f"text {text!r}" if quote_texts else "text"
         case Thinking(redacted=redacted):
             return "thinking (redacted)" if redacted else "thinking"
         case ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw):
@@ -96,8 +96,9 @@ def _part(part: Any) -> str:
     raise AssertionError(part)
 
 
-def step_line(step: Command | Observation) -> str:
-    """One command or observation as a line; texts are left to the transcript."""
+def step_line(step: Command | Observation, *, quote_texts: bool = False) -> str:
+    """One command or observation as a line; reply texts are left to the transcript unless
+    `quote_texts` asks for them."""
     match step:
         case CallModel(id=cid, request=request):
             tools = ", ".join(t.name for t in request.tools) or "none"
@@ -107,7 +108,8 @@ def step_line(step: Command | Observation) -> str:
         case ModelReplied(command_id=cid, response=response):
             u = response.usage
             raw = f" ({response.raw_stop})" if response.raw_stop else ""
-            parts = "; ".join(_part(p) for p in response.content) or "nothing"
+            parts = "; ".join(_part(p, quote_texts=quote_texts) for p in response.content)
+            parts = parts or "nothing"
             usage = f"{u.input_tokens} in / {u.output_tokens} out"
             return f"← model_replied {cid}: {response.stop.value}{raw} · {usage} · {parts}"
         case ModelFailed(command_id=cid, message=message, retryable=retryable):
@@ -121,10 +123,10 @@ def step_line(step: Command | Observation) -> str:
     raise AssertionError(step)
 
 
-def replayed(name: str, **kwargs: Any) -> tuple[Run, list[str]]:
+def replayed(name: str, *, quote_texts: bool = False) -> tuple[Run, list[str]]:
     steps: list[Command | Observation] = []
-    run = replay(FIXTURES / name, on_step=steps.append, **kwargs)
-    return run, [step_line(s) for s in steps]
+    run = replay(FIXTURES / name, on_step=steps.append)
+    return run, [step_line(s, quote_texts=quote_texts) for s in steps]
 
 
 def test_the_table_names_every_fixture() -> None:
@@ -179,9 +181,9 @@ def _neutral(lines: list[str], run: Run) -> str:
 @pytest.mark.parametrize("name", WEATHER)
 def test_one_loop_three_formats(name: str, snapshot: Any) -> None:
     """The weather conversation gives the same commands and observations over every format,
-    streamed or not. Reply texts are shown by kind only: each trace words its answer its own way.
+    streamed or not, reply texts included: every trace words its replies the same way.
     """
-    run, steps = replayed(name)
+    run, steps = replayed(name, quote_texts=True)
     assert run.stop_reason is StopReason.completed
     shared = snapshot.use_extension(_Shared)(name="weather")
     assert _neutral(steps, run) == shared
