@@ -1,7 +1,12 @@
-"""turnstile.executors: drivers that carry out a loop's commands (model calls, tool runs)."""
+"""turnstile.executors: drivers that carry out a loop's commands (model calls, tool runs).
+
+`sync` is imported eagerly; `trio` and `sandbox` on first use, so `import turnstile.executors`
+does not pay for trio.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from . import sync as sync
-from . import trio as trio
 from ._protocols import AsyncModelClient as AsyncModelClient
 from ._protocols import ModelClient as ModelClient
 from ._protocols import ToolRunner as ToolRunner
@@ -9,3 +14,15 @@ from ._run import Run as Run
 from ._scripted import ScriptedModel as ScriptedModel
 from ._toolbox import Toolbox as Toolbox
 from ._transcript import transcript as transcript
+
+if TYPE_CHECKING:
+    from . import sandbox as sandbox
+    from . import trio as trio
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("trio", "sandbox"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

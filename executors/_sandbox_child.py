@@ -1,0 +1,111 @@
+"""The tool's process: once confined, import the tool by path, `invoke` it, write one `Result`.
+
+Argument checking and error messages are `Tool.invoke`'s own; an exception that a sandbox limit
+probably caused gets that limit appended. Nothing of the tool runs before confinement, not even
+its module's import.
+"""
+
+from __future__ import annotations
+
+__all__ = ["run"]
+
+import os
+import sys
+from typing import Any, NoReturn
+
+from turnstile.core import Tool, ToolOutcome, ToolSpec
+
+from ._sandbox_confine import RESULT_FD, confine, plumb
+from ._sandbox_layers import LAYERS, Layer
+from ._sandbox_limits import SandboxLimits
+from ._sandbox_refs import resolve
+from ._sandbox_verdict import exception_hint, too_large_message
+from ._sandbox_wire import Call, Message, Report, Result, frame
+
+
+class _HintingTool(Tool):
+    """`Tool` whose failure messages name the sandbox limit behind them."""
+
+    def __init__(self, fn: Any, spec: ToolSpec, limits: SandboxLimits) -> None:
+        super().__init__(fn, spec)
+        self._limits = limits
+
+    def failed(self, exc: BaseException) -> ToolOutcome:
+        outcome = super().failed(exc)
+        hint = exception_hint(exc, self._limits)
+        return outcome if hint is None else ToolOutcome(f"{outcome.content} ({hint})", True)
+
+
+def _load(call: Call) -> Tool:
+    found = resolve(call.tool)
+    fn = found.fn if isinstance(found, Tool) else found
+    return _HintingTool(fn, call.spec, call.limits)
+
+
+def _invoke(call: Call) -> Result:
+    try:
+        t = _load(call)
+    except Exception as e:
+        return Result(f"cannot load tool {call.tool}: {type(e).__name__}: {e}", True)
+    if t.is_async:
+        import asyncio
+
+        outcome = asyncio.run(t.ainvoke(call.arguments))
+    else:
+        outcome = t.invoke(call.arguments)
+    length = len(outcome.content.encode(errors="replace"))
+    if length > call.limits.output_bytes:
+        return Result(too_large_message(t.name, call.limits, length), True)
+    return Result(outcome.content, outcome.is_error)
+
+
+def _write(message: Message) -> None:
+    data = memoryview(frame(message))
+    while data:
+        data = data[os.write(RESULT_FD, data) :]
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def run(
+    call: Call, wanted: set[str], layers: dict[str, Layer], result_fd: int, output_fd: int
+) -> NoReturn:
+    """Confine this freshly forked process (the launcher already recorded its own `layers`),
+    then run the call or, for a probe, report the layers; exits, never returns."""
+    me = os.getpid()
+    code = 0
+    try:
+        plumb(result_fd, output_fd)
+        ready = all(layer.in_force for layer in layers.values())
+        ready = confine(call, wanted, layers) and ready
+        if call.probe:
+            _write(Report(layers))
+        elif not ready:
+            failed = next(n for n in LAYERS if n in layers and not layers[n].in_force)
+            _write(Result(f"the sandbox could not set up {failed}: {layers[failed].detail}", True))
+        else:
+            result = _invoke(call)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.getpid() == me:  # not a fork the tool made and returned through us
+                _write(result)
+    except SystemExit as e:
+        code = _exit_code(e)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)

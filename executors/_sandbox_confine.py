@@ -1,0 +1,117 @@
+"""Confining the tool's process before any tool code runs: descriptors, environment, limits,
+Landlock, an unprivileged uid, seccomp — in that order, each step reported as a `Layer`.
+
+Order matters: limits and Landlock are set while still root (and become irrevocable once the
+uid changes), and seccomp comes last so that it need not allow the steps before it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["confine", "plumb"]
+
+import os
+import resource
+from collections.abc import Callable
+
+from . import _sandbox_landlock as landlock
+from . import _sandbox_seccomp as seccomp
+from ._sandbox_layers import Layer
+from ._sandbox_linux import limit_malloc_arenas, no_new_privs
+from ._sandbox_view import interpreter_paths, unreadable
+from ._sandbox_wire import Call
+
+RESULT_FD = 3
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def plumb(result_fd: int, output_fd: int) -> None:
+    """stdin from /dev/null, stdout and stderr into the output pipe, the result pipe on fd 3,
+    and no other descriptor inherited from the launcher."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    if result_fd != RESULT_FD:
+        os.dup2(result_fd, RESULT_FD)
+    os.closerange(RESULT_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def _scrub_env(call: Call) -> str:
+    os.environ.clear()
+    os.environ.update(PATH=_PATH, HOME=call.workdir, TMPDIR=call.workdir, LANG="C.UTF-8")
+    os.chdir(call.workdir)
+    return "only PATH, HOME, TMPDIR and LANG; HOME and cwd are the work dir"
+
+
+def _set(which: int, soft: int, hard: int | None = None) -> None:
+    hard = soft if hard is None else hard
+    _, current = resource.getrlimit(which)
+    if current != resource.RLIM_INFINITY and os.geteuid() != 0:
+        soft, hard = min(soft, current), min(hard, current)
+    resource.setrlimit(which, (soft, hard))
+
+
+def _rlimits(call: Call) -> str:
+    limits = call.limits
+    limit_malloc_arenas(2)
+    _set(resource.RLIMIT_AS, limits.memory_bytes)
+    _set(resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1)
+    _set(resource.RLIMIT_FSIZE, limits.file_bytes)
+    _set(resource.RLIMIT_NOFILE, limits.open_files)
+    _set(resource.RLIMIT_CORE, 0)
+    detail = "address space, CPU time, file size, open files"
+    if call.uid is None:
+        return detail + "; processes only with separate_uid"
+    _set(resource.RLIMIT_NPROC, limits.processes)
+    return detail + ", processes"
+
+
+def _no_new_privs(call: Call) -> str:
+    no_new_privs()
+    return "no exec can gain privileges"
+
+
+def _landlock(call: Call) -> str:
+    writable = [call.workdir, *call.limits.writable_paths, os.devnull]
+    return landlock.restrict(writable, network=call.limits.network)
+
+
+def _separate_uid(call: Call) -> str:
+    if call.uid is None:
+        raise OSError("needs root to switch to a user of its own")
+    os.setgroups([])
+    os.setresgid(call.uid, call.uid, call.uid)
+    os.setresuid(call.uid, call.uid, call.uid)
+    blocked = unreadable(interpreter_paths()) if call.probe else None
+    if blocked is not None:
+        raise OSError(f"a user of its own could not read {blocked}")
+    return "a uid of its own per call, no capabilities"
+
+
+def _seccomp(call: Call) -> str:
+    return seccomp.load(network=call.limits.network)
+
+
+_STEPS: tuple[tuple[str, Callable[[Call], str]], ...] = (
+    ("scrubbed_env", _scrub_env),
+    ("rlimits", _rlimits),
+    ("no_new_privs", _no_new_privs),
+    ("landlock", _landlock),
+    ("separate_uid", _separate_uid),
+    ("seccomp", _seccomp),
+)
+
+
+def confine(call: Call, wanted: set[str], layers: dict[str, Layer]) -> bool:
+    """Apply each wanted step, recording how it went in `layers`. A real call stops at the
+    first failure (returns False); a probe tries them all."""
+    for name, step in _STEPS:
+        if name not in wanted:
+            continue
+        try:
+            layers[name] = Layer(True, step(call))
+        except OSError as e:
+            layers[name] = Layer(False, e.strerror or str(e))
+            if not call.probe:
+                return False
+    return True

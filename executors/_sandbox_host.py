@@ -1,0 +1,199 @@
+"""The host's side: start a launcher, hand it one call, and watch the call's pipes.
+
+The host enforces what only it can see: the wall clock, the volume of stdout/stderr and the
+size of the result. On any of them it sends `Kill`; should the launcher not answer, its whole
+process group is killed and it is never used again.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Exchange", "Launcher", "exchange", "host_sys_path"]
+
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from turnstile.core import ToolOutcome
+
+from ._sandbox_limits import SandboxLimits
+from ._sandbox_verdict import exit_message, killed_message, stray_message, too_large_message
+from ._sandbox_wire import Call, Done, Exited, Kill, Message, Result, decode_first, receive, send
+
+# The package's __init__ imports every executor (trio among them) and the launcher needs none:
+# it imports its own modules under a bare package object, then drops that object so a tool
+# importing `turnstile.executors` still gets the real package.
+_BOOT = """\
+import importlib.util, sys
+sys.path[:] = sys.argv[2].split("\\n")
+package = "turnstile.executors"
+sys.modules[package] = importlib.util.module_from_spec(importlib.util.find_spec(package))
+from turnstile.executors._sandbox_launcher import main
+del sys.modules[package]
+main(int(sys.argv[1]))
+"""
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+_GRACE_S = 5.0
+_FRAMING = 64 * 1024
+_TAIL = 4096
+
+
+def host_sys_path() -> tuple[str, ...]:
+    """This interpreter's `sys.path` with the current directory made absolute."""
+    return tuple(os.path.abspath(p) if p in ("", ".") else p for p in sys.path)
+
+
+class Launcher:
+    """A launcher process (see `_sandbox_launcher`) and the socket to talk to it."""
+
+    def __init__(self, sys_path: tuple[str, ...]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        flags = ["-B"] if sys.dont_write_bytecode else []
+        argv = [sys.executable, "-I", *flags, "-c", _BOOT, str(theirs.fileno())]
+        try:
+            self.process = subprocess.Popen(
+                [*argv, "\n".join(sys_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                env=_ENV,
+                cwd="/",
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+
+    def close(self) -> None:
+        """Hang up; the launcher exits on its own, or is killed after a grace period."""
+        self.sock.close()
+        try:
+            self.process.wait(timeout=_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """Kill the launcher's whole process group, then reap the launcher."""
+        self.sock.close()
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+
+
+@dataclass
+class Exchange:
+    """What came back from one call. `reason` is why the host stopped it ("timeout",
+    "output", "result"), `done` is None if the launcher failed, `output` is the tail of what
+    the call wrote to stdout/stderr."""
+
+    result: Message | None = None
+    exited: Message | None = None
+    done: Done | None = None
+    reason: str | None = None
+    output: bytes = b""
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the launcher can take another call."""
+        return self.done is not None
+
+    def outcome(self, name: str, limits: SandboxLimits, wall_s: float) -> ToolOutcome:
+        """What the model is told about the call."""
+        if self.reason in ("timeout", "output"):
+            return ToolOutcome(killed_message(name, self.reason, limits, wall_s), True)
+        if self.reason == "result":
+            return ToolOutcome(too_large_message(name, limits), True)
+        if isinstance(self.result, Result):
+            if self.done is not None and self.done.strays:
+                return ToolOutcome(stray_message(name, self.result.content), True)
+            return ToolOutcome(self.result.content, self.result.is_error)
+        if isinstance(self.exited, Exited):
+            return ToolOutcome(
+                exit_message(name, self.exited.wait_status, limits, self.output), True
+            )
+        return ToolOutcome(f"the sandbox failed to run {name}", True)
+
+
+def exchange(launcher: Launcher, call: Call, wall_s: float) -> Exchange:
+    """Run `call` on `launcher` and collect everything the call sent back."""
+    result_r, result_w = os.pipe()
+    output_r, output_w = os.pipe()
+    status_r, status_w = os.pipe()
+    try:
+        send(launcher.sock, call, (result_w, output_w, status_w))
+    finally:
+        for fd in (result_w, output_w, status_w):
+            os.close(fd)
+    try:
+        return _watch(launcher, call, wall_s, result_r, output_r, status_r)
+    finally:
+        for fd in (result_r, output_r, status_r):
+            os.close(fd)
+
+
+def _watch(
+    launcher: Launcher, call: Call, wall_s: float, result_r: int, output_r: int, status_r: int
+) -> Exchange:
+    out = Exchange()
+    buffers = {result_r: bytearray(), status_r: bytearray()}
+    written = 0
+    tail = bytearray()
+    selector = selectors.DefaultSelector()
+    for fd in (result_r, output_r, status_r, launcher.sock.fileno()):
+        selector.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + wall_s
+
+    def stop(reason: str) -> None:
+        nonlocal deadline
+        if out.reason is None and out.done is None:
+            out.reason = reason
+            deadline = time.monotonic() + _GRACE_S
+            try:
+                send(launcher.sock, Kill())
+            except OSError:  # the launcher is gone: kill its group at once
+                deadline = time.monotonic()
+
+    with selector:
+        while len(selector.get_map()) > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if out.done is None and out.reason is None:
+                    stop("timeout")
+                    continue
+                if out.done is None:  # the launcher did not answer `Kill`
+                    launcher.kill()
+                break  # or a pipe outlived the call's processes (passed on to some other)
+            for key, _ in selector.select(remaining):
+                fd = key.fd
+                if fd == launcher.sock.fileno():
+                    got = receive(launcher.sock)
+                    selector.unregister(fd)
+                    if got is None or not isinstance(got[0], Done):
+                        launcher.kill()
+                        return out
+                    out.done = got[0]
+                    deadline = min(deadline, time.monotonic() + _GRACE_S)
+                    continue
+                data = os.read(fd, 65536)
+                if not data:
+                    selector.unregister(fd)
+                elif fd == output_r:
+                    written += len(data)
+                    tail = (tail + data)[-_TAIL:]
+                    if written > call.limits.output_bytes:
+                        stop("output")
+                elif len(buffers[fd]) <= call.limits.output_bytes + _FRAMING:
+                    buffers[fd] += data
+                else:
+                    stop("result")
+    out.result = decode_first(bytes(buffers[result_r]))
+    out.exited = decode_first(bytes(buffers[status_r]))
+    out.output = bytes(tail)
+    return out

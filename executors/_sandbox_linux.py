@@ -1,0 +1,126 @@
+"""The few Linux calls Python 3.11's `os` lacks (unshare, setns, mount, prctl), through ctypes.
+
+Each raises `OSError` with the kernel's errno, so a caller can report exactly why a layer of
+the sandbox is missing on this machine.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CLONE_NEWNET",
+    "CLONE_NEWNS",
+    "CLONE_NEWPID",
+    "bind",
+    "children",
+    "libc",
+    "limit_malloc_arenas",
+    "mount_proc",
+    "mount_tmpfs",
+    "no_new_privs",
+    "private_mounts",
+    "set_child_subreaper",
+    "set_parent_death_signal",
+    "setns",
+    "unshare",
+]
+
+import ctypes
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+_MS_NOSUID = 0x2
+_MS_NODEV = 0x4
+_MS_NOEXEC = 0x8
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_PRIVATE = 0x40000
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
+_M_ARENA_MAX = -8
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+
+def _check(result: int, what: str) -> None:
+    if result == -1:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def unshare(flags: int) -> None:
+    _check(libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
+def _prctl(option: int, value: int, what: str) -> None:
+    args = (ctypes.c_ulong(0),) * 3
+    _check(libc.prctl(ctypes.c_int(option), ctypes.c_ulong(value), *args), what)
+
+
+def set_parent_death_signal(signum: int) -> None:
+    """Have the kernel send `signum` to this process when the thread that forked it exits."""
+    _prctl(_PR_SET_PDEATHSIG, signum, "prctl(PR_SET_PDEATHSIG)")
+
+
+def set_child_subreaper() -> None:
+    """Orphans below this process are re-parented to it instead of to init, so none escape."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def no_new_privs() -> None:
+    """No exec may gain privileges again (setuid bits, file caps); Landlock needs it."""
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def bind(source: str, target: str) -> None:
+    _check(
+        libc.mount(source.encode(), target.encode(), None, ctypes.c_ulong(_MS_BIND), None), "bind"
+    )
+
+
+def mount_tmpfs(target: str) -> None:
+    flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV)
+    _check(libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, b"mode=0755,size=1m"), "tmpfs")
+
+
+def private_mounts() -> None:
+    """In a fresh mount namespace: stop mount events propagating to or from the host."""
+    _check(libc.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None), "mount")
+
+
+def mount_proc() -> None:
+    """Mount a /proc that shows the current pid namespace only (the call's own processes)."""
+    flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _check(libc.mount(b"proc", b"/proc", b"proc", flags, None), "mount /proc")
+
+
+def limit_malloc_arenas(count: int) -> None:
+    """Few malloc arenas, so a threaded tool does not spend its address-space limit on the
+    64 MiB each extra arena reserves."""
+    libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(count))
+
+
+def children() -> list[int]:
+    """The pids of this process's children, read from /proc (the `children` file is optional)."""
+    me = os.getpid()
+    pids: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            pids.append(int(entry))
+    return pids

@@ -1,0 +1,52 @@
+"""Launchers ready for calls: a warm pool reuses them, a cold sandbox starts one per call."""
+
+from __future__ import annotations
+
+__all__ = ["Pool"]
+
+import threading
+
+from ._sandbox_host import Launcher
+
+
+class Pool:
+    """Keeps up to `warm` idle launchers, started ahead of need. A call takes an idle one, or
+    starts a new one; afterwards a healthy launcher goes back if there is room, else it is
+    closed. With `warm=0` every call has a fresh launcher (and interpreter) of its own."""
+
+    def __init__(self, sys_path: tuple[str, ...], warm: int) -> None:
+        if warm < 0:
+            raise ValueError("warm must be 0 (cold) or a number of launchers to keep")
+        self._sys_path = sys_path
+        self._warm = warm
+        self._lock = threading.Lock()
+        self._closed = False
+        self._idle = [Launcher(sys_path) for _ in range(warm)]
+
+    def acquire(self) -> Launcher:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the sandbox is closed")
+            while self._idle:
+                launcher = self._idle.pop()
+                if launcher.process.poll() is None:
+                    return launcher
+                launcher.kill()  # died while idle (killed from outside): reap it
+        return Launcher(self._sys_path)
+
+    def release(self, launcher: Launcher, healthy: bool) -> None:
+        with self._lock:
+            if healthy and not self._closed and len(self._idle) < self._warm:
+                self._idle.append(launcher)
+                return
+        if healthy:
+            launcher.close()
+        else:
+            launcher.kill()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for launcher in idle:
+            launcher.close()

@@ -1,0 +1,56 @@
+"""Which isolation layers this machine really enforces, found by running a probe call.
+
+The probe goes through the same launcher, init and confinement as a real call, trying every
+layer and reporting each; real calls then apply exactly the layers the probe found in force.
+"""
+
+from __future__ import annotations
+
+__all__ = ["probe"]
+
+import functools
+import os
+
+from turnstile.core import ToolSpec
+
+from ._sandbox_host import Launcher, exchange, host_sys_path
+from ._sandbox_layers import LAYERS, Layer
+from ._sandbox_limits import SandboxLimits
+from ._sandbox_uids import UIDS
+from ._sandbox_view import needed_paths
+from ._sandbox_wire import Call, Report
+from ._sandbox_workdir import workdir
+
+_PROBE_WALL_S = 60.0
+
+
+@functools.cache
+def probe(network: bool) -> dict[str, Layer]:
+    """Every layer's status on this machine, for calls with or without network."""
+    uid = UIDS.acquire() if os.geteuid() == 0 else None
+    try:
+        with workdir(uid) as path:
+            call = Call(
+                tool="",
+                spec=ToolSpec("probe"),
+                arguments={},
+                workdir=path,
+                uid=uid,
+                limits=SandboxLimits(network=network),
+                layers=LAYERS,
+                needed=needed_paths(()),
+                probe=True,
+            )
+            launcher = Launcher(host_sys_path())
+            try:
+                answer = exchange(launcher, call, _PROBE_WALL_S)
+            finally:
+                launcher.close()
+    finally:
+        if uid is not None:
+            UIDS.release(uid)
+    if not isinstance(answer.result, Report):
+        reason = answer.output.decode(errors="replace").strip()[-300:] or "no report"
+        return {name: Layer(False, f"the sandbox's probe failed: {reason}") for name in LAYERS}
+    found = answer.result.layers
+    return {name: found.get(name, Layer(False, "not probed")) for name in LAYERS}

@@ -1,0 +1,114 @@
+"""seccomp: a syscall filter (built with libseccomp through ctypes) for the call's processes.
+
+It refuses what a tool never needs and an escape often does: debugging other processes,
+namespaces and mounts, kernel keyrings, BPF, io_uring (which bypasses the filter), loading
+modules, faking terminal input; and, without network, creating IP or packet sockets. Other
+architectures' syscall tables are refused by libseccomp's default (the process is killed).
+"""
+
+from __future__ import annotations
+
+__all__ = ["load", "version"]
+
+import ctypes
+import errno
+import functools
+import termios
+
+_ALLOW = 0x7FFF0000
+_CMP_EQ = 4
+_CMP_MASKED_EQ = 7
+
+_DENIED = (
+    "ptrace process_vm_readv process_vm_writev pidfd_getfd kcmp "
+    "mount umount2 pivot_root chroot unshare setns move_mount open_tree fsopen fsconfig "
+    "fsmount fspick mount_setattr keyctl add_key request_key bpf perf_event_open userfaultfd "
+    "kexec_load kexec_file_load init_module finit_module delete_module reboot swapon swapoff "
+    "acct settimeofday clock_settime clock_adjtime adjtimex iopl ioperm io_uring_setup "
+    "io_uring_enter io_uring_register open_by_handle_at name_to_handle_at quotactl syslog "
+    "lookup_dcookie vhangup uselib"
+).split()
+_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000)
+_IP_FAMILIES = (2, 10, 17)  # AF_INET, AF_INET6, AF_PACKET
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint), ("minor", ctypes.c_uint), ("micro", ctypes.c_uint)]
+
+
+@functools.cache
+def _library() -> ctypes.CDLL:
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError as e:
+        raise OSError(errno.ENOENT, "libseccomp is not installed (Debian: libseccomp2)") from e
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
+    ]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_version.restype = ctypes.POINTER(_Version)
+    return lib
+
+
+def version() -> str:
+    """libseccomp's version, e.g. "2.5.4"; `OSError` if it cannot be loaded (loading it once
+    in the launcher spares every call's process the cost)."""
+    v = _library().seccomp_version().contents
+    return f"{v.major}.{v.minor}.{v.micro}"
+
+
+def _errno_action(code: int) -> int:
+    return 0x00050000 | code
+
+
+def load(*, network: bool) -> str:
+    """Install the filter on this process (inherited by all it starts); says what it refuses."""
+    lib = _library()
+    ctx = lib.seccomp_init(_ALLOW)
+    if not ctx:
+        raise OSError(errno.ENOMEM, "seccomp_init failed")
+
+    def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> bool:
+        number = lib.seccomp_syscall_resolve_name(name.encode())
+        if number < 0:
+            return False  # not a syscall on this architecture
+        array = (_ArgCmp * max(len(cmps), 1))(*(_ArgCmp(*c) for c in cmps))
+        result = lib.seccomp_rule_add_array(ctx, action, number, len(cmps), array)
+        if result < 0:
+            raise OSError(-result, f"seccomp rule for {name}: {errno.errorcode.get(-result)}")
+        return True
+
+    try:
+        eperm = _errno_action(errno.EPERM)
+        denied = sum(rule(eperm, name) for name in _DENIED)
+        rule(_errno_action(errno.ENOSYS), "clone3")  # glibc then falls back to clone
+        for flag in _NAMESPACE_FLAGS:
+            rule(eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
+        rule(eperm, "ioctl", (1, _CMP_EQ, termios.TIOCSTI, 0))
+        if not network:
+            for family in _IP_FAMILIES:
+                rule(_errno_action(errno.ENETUNREACH), "socket", (0, _CMP_EQ, family, 0))
+        result = lib.seccomp_load(ctx)
+        if result < 0:
+            raise OSError(-result, f"seccomp_load: {errno.errorcode.get(-result)}")
+    finally:
+        lib.seccomp_release(ctx)
+    sockets = "" if network else ", IP sockets"
+    return f"libseccomp {version()}: {denied} syscalls, namespaces{sockets}"

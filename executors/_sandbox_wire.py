@@ -1,0 +1,135 @@
+"""What crosses between the host and a sandboxed call: msgpack-encoded msgspec messages.
+
+The host sends `Call`/`Kill` to a launcher over a unix socket (with the call's pipe ends as
+attached descriptors) and gets `Done` back; the tool's process writes one `Result` (or, for a
+probe, a `Report`) to the result pipe; the call's init writes `Exited` to the status pipe.
+Every frame is a 4-byte big-endian length and the message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Call",
+    "Done",
+    "Exited",
+    "Kill",
+    "Message",
+    "Report",
+    "Result",
+    "decode_first",
+    "frame",
+    "receive",
+    "send",
+]
+
+import socket
+import struct
+from typing import Any
+
+import msgspec
+from turnstile.core import ToolSpec
+
+from ._sandbox_layers import Layer
+from ._sandbox_limits import SandboxLimits
+
+_MAX_FDS = 8
+_HEADER = struct.Struct(">I")
+
+
+class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
+    """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` as
+    `uid`, applying `layers` (all of them, or the call fails); a probe tries every layer and
+    reports. `needed` are the paths the call must read (see `_sandbox_view`)."""
+
+    tool: str
+    spec: ToolSpec
+    arguments: Any  # as the model sent them: `Tool.invoke` checks them, as in-process
+    workdir: str
+    uid: int | None
+    limits: SandboxLimits
+    layers: tuple[str, ...]
+    needed: tuple[str, ...]
+    probe: bool = False
+
+
+class Kill(msgspec.Struct, tag="kill", frozen=True):
+    """Kill the running call now (timeout, or too much output)."""
+
+
+class Done(msgspec.Struct, tag="done", frozen=True):
+    """The call's processes are all gone and reaped; `killed` if a `Kill` ended it, `strays`
+    if some were still running after the tool's own process had exited."""
+
+    killed: bool
+    strays: bool
+
+
+class Result(msgspec.Struct, tag="result", frozen=True):
+    content: str
+    is_error: bool
+
+
+class Report(msgspec.Struct, tag="report", frozen=True):
+    layers: dict[str, Layer]
+
+
+class Exited(msgspec.Struct, tag="exited", frozen=True):
+    """How the tool's process ended, as `os.waitpid` gives it."""
+
+    wait_status: int
+
+
+Message = Call | Kill | Done | Result | Report | Exited
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Message)
+
+
+def frame(message: Message) -> bytes:
+    body = _encoder.encode(message)
+    return _HEADER.pack(len(body)) + body
+
+
+def decode_first(data: bytes) -> Message | None:
+    """The first whole frame in `data`, or None if there is none or it does not decode."""
+    if len(data) < _HEADER.size:
+        return None
+    (length,) = _HEADER.unpack_from(data)
+    body = data[_HEADER.size : _HEADER.size + length]
+    if len(body) < length:
+        return None
+    try:
+        return _decoder.decode(body)
+    except msgspec.DecodeError:
+        return None
+
+
+def send(sock: socket.socket, message: Message, fds: tuple[int, ...] = ()) -> None:
+    data = frame(message)
+    sent = socket.send_fds(sock, [data], list(fds)) if fds else sock.send(data)
+    if sent < len(data):
+        sock.sendall(data[sent:])
+
+
+def _exactly(sock: socket.socket, n: int, fds: list[int]) -> bytes | None:
+    chunks: list[bytes] = []
+    while n:
+        data, more, _, _ = socket.recv_fds(sock, n, _MAX_FDS)
+        fds.extend(more)
+        if not data:
+            return None
+        chunks.append(data)
+        n -= len(data)
+    return b"".join(chunks)
+
+
+def receive(sock: socket.socket) -> tuple[Message, list[int]] | None:
+    """The next message and the descriptors sent with it; None once the peer has hung up."""
+    fds: list[int] = []
+    header = _exactly(sock, _HEADER.size, fds)
+    body = None if header is None else _exactly(sock, _HEADER.unpack(header)[0], fds)
+    if body is None:
+        for fd in fds:
+            socket.close(fd)
+        return None
+    return _decoder.decode(body), fds

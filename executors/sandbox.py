@@ -1,0 +1,155 @@
+"""`Sandbox`: run each tool call in a fresh, confined process tree.
+
+    from turnstile.executors import sync
+    from turnstile.executors.sandbox import Sandbox, SandboxLimits
+
+    with Sandbox([get_weather, "mytools.files:read_file"], SandboxLimits(wall_s=10)) as box:
+        result = sync.run(spec, prompt, model=client, tools=box)
+
+A `Sandbox` is a tool runner like `Toolbox`: `run(name, arguments)` returns a `ToolOutcome`
+and never raises for anything a tool does. The call's process imports the tool by path, checks
+the arguments and calls it with `Tool.invoke`, exactly as in-process; a crash, hang, flood of
+output or escape attempt ends as an `is_error` outcome naming the limit, and every process the
+call started is gone when `run` returns.
+
+Which isolation layers are in force depends on the machine (root, kernel, libseccomp):
+`available_layers()` says, `Sandbox.layers` shows what a sandbox uses, and `require=` refuses
+to build a sandbox that would run with less.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ALWAYS_REQUIRED",
+    "DEFAULT_LIMITS",
+    "LAYERS",
+    "Layer",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "available_layers",
+]
+
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType, TracebackType
+from typing import Any
+
+from turnstile.core import Tool, ToolOutcome, ToolSpec
+
+from ._sandbox_host import exchange, host_sys_path
+from ._sandbox_layers import LAYERS, Layer, SandboxUnavailable, check_required
+from ._sandbox_limits import SandboxLimits
+from ._sandbox_pool import Pool
+from ._sandbox_probe import probe
+from ._sandbox_refs import ToolRef, reference
+from ._sandbox_uids import UIDS
+from ._sandbox_view import needed_paths
+from ._sandbox_wire import Call
+from ._sandbox_workdir import workdir
+
+ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
+"""Layers every sandbox needs: without them (a failed probe, say) none is built."""
+
+DEFAULT_LIMITS = SandboxLimits()
+"""The limits a `Sandbox` applies unless given others: strict ones."""
+
+
+def available_layers() -> Mapping[str, Layer]:
+    """Each isolation layer and whether this machine enforces it (or why not). Found once per
+    process by a probe call, which takes a moment."""
+    return MappingProxyType(probe(False))
+
+
+def _layers_for(limits: SandboxLimits) -> dict[str, Layer]:
+    layers = dict(probe(limits.network))
+    if limits.network:
+        layers["network_namespace"] = Layer(False, "not used: the limits allow network")
+    return layers
+
+
+class Sandbox:
+    """Runs `tools` one confined process tree per call, within `limits`. A tool is a `Tool` or
+    a function (wrapped with `@tool`) defined at a module's top level, or a path string
+    "package.module:function"; the call's process imports it by that path.
+
+    `require` names layers (see `LAYERS`) that must be in force besides `ALWAYS_REQUIRED`,
+    else `SandboxUnavailable` is raised here. `warm` keeps that many launchers started, so a
+    call costs a fork rather than an interpreter start; `close()` (or leaving a `with` block)
+    stops them. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool | Callable[..., Any] | str],
+        limits: SandboxLimits = DEFAULT_LIMITS,
+        *,
+        require: Iterable[str] = (),
+        warm: int = 0,
+    ) -> None:
+        self.limits = limits
+        self._tools: dict[str, ToolRef] = {}
+        for given in tools:
+            ref = reference(given)
+            if ref.spec.name in self._tools:
+                raise ValueError(f"two tools are named {ref.spec.name!r}")
+            self._tools[ref.spec.name] = ref
+        layers = _layers_for(limits)
+        check_required((*ALWAYS_REQUIRED, *require), layers)
+        self.layers: Mapping[str, Layer] = MappingProxyType(layers)
+        self._applied = tuple(name for name, layer in layers.items() if layer.in_force)
+        self._sys_path = host_sys_path()
+        modules = [r.module_file for r in self._tools.values() if r.module_file]
+        self._needed = needed_paths([*modules, *limits.writable_paths])
+        self._pool = Pool(self._sys_path, warm)
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(ref.spec for ref in self._tools.values())
+
+    def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Run one call in a fresh confined process; every failure is an `is_error` outcome."""
+        ref = self._tools.get(name)
+        if ref is None:
+            return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
+        wall_s = ref.spec.timeout_s or self.limits.wall_s
+        uid = UIDS.acquire() if "separate_uid" in self._applied else None
+        try:
+            with workdir(uid) as path:
+                call = Call(
+                    tool=ref.path,
+                    spec=ref.spec,
+                    arguments=arguments,
+                    workdir=path,
+                    uid=uid,
+                    limits=self.limits,
+                    layers=self._applied,
+                    needed=self._needed,
+                )
+                launcher = self._pool.acquire()
+                healthy = False
+                try:
+                    answer = exchange(launcher, call, wall_s)
+                    healthy = answer.healthy
+                finally:
+                    self._pool.release(launcher, healthy)
+                return answer.outcome(name, self.limits, wall_s)
+        except Exception as e:  # the sandbox's own failure must not end the run
+            return ToolOutcome(f"the sandbox failed to run {name}: {type(e).__name__}: {e}", True)
+        finally:
+            if uid is not None:
+                UIDS.release(uid)
+
+    def close(self) -> None:
+        """Stop the warm launchers; calls after this fail."""
+        self._pool.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,249 @@
+"""Tools for the sandbox's tests: a few well-behaved ones, and many that misbehave or try to
+escape. The sandbox imports them by path in its confined processes."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+from turnstile.core import tool
+
+SESSION = f"/nonexistent/turnstile-sandbox-tests-{os.getpid()}"
+"""A path put on `sys.path` when this module loads: sandboxes copy `sys.path` into their
+launchers' command lines, so `leftovers` can tell this test session's processes from those of
+any other session running on the machine."""
+if SESSION not in sys.path:
+    sys.path.append(SESSION)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def plain_add(a: int, b: int) -> int:
+    """Add two integers (a plain function, for tools given by path)."""
+    return a + b
+
+
+@tool
+async def async_add(a: int, b: int) -> int:
+    """Add two integers, asynchronously."""
+    await asyncio.sleep(0)
+    return a + b
+
+
+@tool
+def nap(seconds: float) -> list[float]:
+    """Sleep, and say when the nap started and ended (system-wide monotonic clock)."""
+    start = time.monotonic()
+    time.sleep(seconds)
+    return [start, time.monotonic()]
+
+
+@tool
+def where_am_i() -> dict[str, object]:
+    """The call's cwd, its environment and whether it can write a file there."""
+    with open("note.txt", "w") as f:
+        f.write("hello")
+    return {"cwd": os.getcwd(), "env": dict(os.environ), "files": os.listdir(".")}
+
+
+@tool
+def write_file(path: str, size: int) -> str:
+    """Write `size` bytes to `path`."""
+    with open(path, "wb") as f:
+        f.write(b"x" * size)
+    return f"wrote {size} bytes to {path}"
+
+
+@tool
+def raises() -> str:
+    """Raise an exception."""
+    raise ValueError("no luck")
+
+
+@tool
+def exits(code: int) -> str:
+    """Exit the process with `code`."""
+    sys.exit(code)
+
+
+@tool
+def aborts() -> str:
+    """Abort the process (SIGABRT)."""
+    os.abort()
+
+
+@tool
+def segfaults() -> str:
+    """Read address 0 (SIGSEGV)."""
+    return ctypes.string_at(0).decode()
+
+
+@tool
+def hangs() -> str:
+    """Sleep for good."""
+    time.sleep(1000)
+    return "woke up"
+
+
+@tool(timeout_s=0.5)
+def hangs_briefly() -> str:
+    """Sleep for good, but with a tool timeout of its own."""
+    time.sleep(1000)
+    return "woke up"
+
+
+@tool
+def spins() -> str:
+    """Burn CPU for good."""
+    while True:
+        pass
+
+
+@tool
+def floods(megabytes: int) -> str:
+    """Write `megabytes` MB to stdout."""
+    chunk = "x" * 1_000_000
+    for _ in range(megabytes):
+        sys.stdout.write(chunk)
+    return "flooded"
+
+
+@tool
+def returns_big(megabytes: int) -> str:
+    """Return a string of `megabytes` MB."""
+    return "x" * (megabytes * 1_000_000)
+
+
+@tool
+def allocates(gigabytes: int) -> int:
+    """Allocate `gigabytes` GiB."""
+    return len(bytearray(gigabytes << 30))
+
+
+@tool
+def fork_bomb(seconds: float) -> str:
+    """Fork for `seconds`, every child forking too; children never stop."""
+    me = os.getpid()
+    refused = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end or os.getpid() != me:
+        try:
+            os.fork()
+        except OSError:
+            refused += 1
+    return f"forks refused: {refused}"
+
+
+@tool
+def leaves_background_sleep(marker: str) -> str:
+    """Start `sleep 1000` (named `marker`) in the background and return."""
+    subprocess.Popen([marker, "1000"], executable="/bin/sleep")
+    return "started"
+
+
+@tool
+def escapes(marker: str) -> str:
+    """Double-fork a `sleep 1000` (named `marker`) into a session of its own, and return."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sleep", [marker, "1000"])
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "escaped"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+@tool
+def steals_secrets(host_pid: int) -> str:
+    """Collect every environment it can read: its own, its parent's, init's, the host's, and
+    those of all processes in /proc."""
+    found = {
+        "os.environ": json.dumps(dict(os.environ)),
+        "/proc/self/environ": _read("/proc/self/environ"),
+        "/proc/<ppid>/environ": _read(f"/proc/{os.getppid()}/environ"),
+        "/proc/1/environ": _read("/proc/1/environ"),
+        "/proc/<host>/environ": _read(f"/proc/{host_pid}/environ"),
+    }
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            found[f"/proc/{entry}/environ"] = _read(f"/proc/{entry}/environ")
+    return json.dumps(found)
+
+
+@tool
+def connects(port: int) -> str:
+    """Connect to 127.0.0.1:`port` and say hello."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(b"hello")
+    return "connected"
+
+
+@tool
+def signals_parents(host_pid: int) -> dict[str, str]:
+    """Send SIGTERM then SIGKILL to its parent and to the host process."""
+    attempts: dict[str, str] = {}
+    for who, pid in (("parent", os.getppid()), ("host", host_pid)):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+                attempts[f"{who} {sig.name}"] = "sent"
+            except OSError as e:
+                attempts[f"{who} {sig.name}"] = type(e).__name__
+    return attempts
+
+
+def _processes() -> Iterator[tuple[str, bytes, str, str]]:
+    """(pid, state, parent pid, command line) of every process but this one."""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or entry == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state, ppid = f.read().rsplit(b")", 1)[1].split()[:2]
+        except OSError:
+            continue
+        yield entry, state, ppid.decode(), command
+
+
+def launchers() -> list[str]:
+    """This session's launchers that are still running (a warm sandbox's idle ones)."""
+    me = str(os.getpid())
+    return [pid for pid, _, ppid, command in _processes() if ppid == me and SESSION in command]
+
+
+def leftovers(marker: str = "") -> list[str]:
+    """Processes a sandboxed call of this session may have left: anything named `marker`, any
+    process running one of our launchers' command lines that is not an idle launcher (a child
+    of ours), and any zombie child of ours. Each as "pid state command"."""
+    found = []
+    me = str(os.getpid())
+    for pid, state, ppid, command in _processes():
+        ours = ppid == me
+        launched = SESSION in command and not ours
+        if (marker and marker in command) or launched or (ours and state == b"Z"):
+            found.append(f"{pid} {state.decode()} {command[:80]}")
+    return found

@@ -1,0 +1,294 @@
+"""The sandbox runs tools like a `Toolbox` does, and turns every misbehaviour into an error
+outcome that names the limit, leaving no process behind."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+from turnstile.core import (
+    LoopSpec,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolOutcome,
+    Usage,
+    tool,
+)
+from turnstile.executors import ScriptedModel, Toolbox, sync
+from turnstile.executors import trio as trio_executor
+from turnstile.executors.sandbox import (
+    LAYERS,
+    Layer,
+    Sandbox,
+    SandboxLimits,
+    SandboxUnavailable,
+    available_layers,
+)
+
+from . import hostile_tools as h
+
+ALL = [
+    h.add,
+    h.async_add,
+    h.nap,
+    h.where_am_i,
+    h.write_file,
+    h.raises,
+    h.exits,
+    h.aborts,
+    h.segfaults,
+    h.hangs,
+    h.hangs_briefly,
+    h.spins,
+    h.floods,
+    h.returns_big,
+    h.allocates,
+    h.leaves_background_sleep,
+]
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Sandbox]:
+    with Sandbox(ALL, SandboxLimits(wall_s=3, cpu_s=1), warm=2) as sandbox:
+        yield sandbox
+
+
+def run(box: Sandbox, name: str, **arguments: object) -> tuple[str, bool]:
+    outcome = box.run(name, arguments)
+    assert h.leftovers() == []
+    return outcome.content, outcome.is_error
+
+
+def test_a_good_tool_returns_its_result(box: Sandbox) -> None:
+    assert run(box, "add", a=2, b=3) == ("5", False)
+    assert run(box, "async_add", a=2, b=3) == ("5", False)
+
+
+def test_a_cold_sandbox_starts_a_launcher_per_call_and_leaves_none() -> None:
+    before = h.launchers()
+    sandbox = Sandbox([h.add])
+    assert run(sandbox, "add", a=20, b=22) == ("42", False)
+    assert run(sandbox, "add", a=1, b=1) == ("2", False)
+    assert h.launchers() == before
+
+
+def test_a_warm_sandbox_keeps_its_launchers_until_closed() -> None:
+    before = h.launchers()
+    with Sandbox([h.add], warm=2) as sandbox:
+        assert run(sandbox, "add", a=1, b=1) == ("2", False)
+        assert len(set(h.launchers()) - set(before)) == 2
+    assert h.launchers() == before
+
+
+def test_tools_given_by_path_or_as_functions_are_wrapped_like_tool_does() -> None:
+    for given in ["tests.executors.hostile_tools:plain_add", h.plain_add]:
+        sandbox = Sandbox([given])
+        assert sandbox.specs == (tool(h.plain_add).spec,)
+        assert run(sandbox, "plain_add", a=1, b=2) == ("3", False)
+
+
+def test_limits_must_make_sense() -> None:
+    with pytest.raises(ValueError, match="memory_bytes must be positive"):
+        SandboxLimits(memory_bytes=0)
+    with pytest.raises(ValueError, match="open_files must be at least 8"):
+        SandboxLimits(open_files=3)
+
+
+def test_exceptions_and_bad_arguments_read_as_they_do_in_process(box: Sandbox) -> None:
+    odd: list[tuple[str, Any]] = [("raises", {}), ("add", {"a": "x", "b": 3}), ("add", [1, 2])]
+    for name, arguments in [*odd, ("add", {"a": 1}), ("add", {"a": 1, "b": 2, "c": 3})]:
+        assert box.run(name, arguments) == Toolbox(ALL).run(name, arguments)
+    assert box.run("ghost", {}) == Toolbox(ALL).run("ghost", {})
+
+
+def test_exits_and_crashes_are_errors(box: Sandbox) -> None:
+    assert run(box, "exits", code=3) == (
+        "exits exited with status 3 before returning a result",
+        True,
+    )
+    assert run(box, "exits", code=0)[0].startswith("exits exited with status 0 before")
+    assert run(box, "aborts") == ("aborts crashed: killed by SIGABRT", True)
+    assert run(box, "segfaults") == ("segfaults crashed: killed by SIGSEGV", True)
+
+
+def test_a_hang_is_stopped_at_the_wall_clock_limit() -> None:
+    with Sandbox([h.hangs, h.add], SandboxLimits(wall_s=1), warm=1) as sandbox:
+        content, is_error = run(sandbox, "hangs")
+        assert is_error and content == "hangs timed out after 1 s (the sandbox's wall-clock limit)"
+        assert run(sandbox, "add", a=1, b=2) == ("3", False)  # the launcher survived the kill
+
+
+def test_a_tool_s_own_timeout_replaces_the_wall_clock_limit(box: Sandbox) -> None:
+    content, is_error = run(box, "hangs_briefly")
+    assert (
+        is_error
+        and content == "hangs_briefly timed out after 0.5 s (the sandbox's wall-clock limit)"
+    )
+
+
+def test_a_cpu_loop_is_stopped_at_the_cpu_limit(box: Sandbox) -> None:
+    assert run(box, "spins") == (
+        "spins was stopped after 1 s of CPU time (the sandbox's CPU limit)",
+        True,
+    )
+
+
+def test_memory_blow_up_names_the_memory_limit(box: Sandbox) -> None:
+    assert run(box, "allocates", gigabytes=2) == (
+        "allocates failed: MemoryError (the sandbox's memory limit is 512 MiB)",
+        True,
+    )
+
+
+def test_output_spam_and_huge_results_hit_the_output_limit(box: Sandbox) -> None:
+    content, is_error = run(box, "floods", megabytes=100)
+    assert (
+        is_error
+        and "wrote more than 1 MiB to stdout/stderr (the sandbox's output limit)" in content
+    )
+    content, is_error = run(box, "returns_big", megabytes=100)
+    assert is_error and content == (
+        "returns_big returned 95.3674 MiB, more than the sandbox's output limit of 1 MiB"
+    )
+
+
+def test_big_files_hit_the_file_size_limit(box: Sandbox) -> None:
+    content, is_error = run(box, "write_file", path="big", size=17 * 1024 * 1024)
+    assert is_error and content.startswith("write_file failed: OSError: [Errno 27] File too large")
+    assert content.endswith("(the sandbox's file size limit is 16 MiB)")
+
+
+def test_a_background_process_left_behind_is_killed_and_reported(box: Sandbox) -> None:
+    sleeper = f"turnstile-test-sleeper-{os.getpid()}"
+    content, is_error = run(box, "leaves_background_sleep", marker=sleeper)
+    assert is_error and content.startswith("leaves_background_sleep left processes running")
+    assert content.endswith("Its result was: started")
+    assert h.leftovers(sleeper) == []
+
+
+def test_each_call_gets_a_fresh_work_dir_that_is_removed_after(box: Sandbox) -> None:
+    first, second = (box.run("where_am_i", {}) for _ in range(2))
+    cwd = msgspec.json.decode(first.content)["cwd"]
+    assert msgspec.json.decode(first.content)["files"] == ["note.txt"]
+    assert msgspec.json.decode(second.content)["cwd"] != cwd and not os.path.exists(cwd)
+    env = msgspec.json.decode(first.content)["env"]
+    assert sorted(env) == ["HOME", "LANG", "PATH", "TMPDIR"] and env["HOME"] == cwd
+
+
+def test_writable_paths_can_be_written(tmp_path: object) -> None:
+    shared = os.path.join(str(tmp_path), "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)
+    sandbox = Sandbox([h.write_file], SandboxLimits(writable_paths=(shared,)))
+    target = os.path.join(shared, "out.bin")
+    assert run(sandbox, "write_file", path=target, size=3) == (f"wrote 3 bytes to {target}", False)
+    assert os.path.getsize(target) == 3
+
+
+def in_threads(sandbox: Sandbox, name: str, arguments: dict[str, object]) -> list[ToolOutcome]:
+    outcomes: list[ToolOutcome] = []
+    threads = [
+        threading.Thread(target=lambda: outcomes.append(sandbox.run(name, arguments)))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def four() -> Iterator[Sandbox]:
+    with Sandbox([h.add, h.nap], warm=4) as sandbox:
+        assert in_threads(sandbox, "add", {"a": 1, "b": 1}) == [("2", False)] * 4  # all booted
+        yield sandbox
+
+
+def overlapped(outcomes: Iterable[str]) -> bool:
+    spans = [msgspec.json.decode(o) for o in outcomes]
+    return max(start for start, _ in spans) < min(end for _, end in spans)
+
+
+def test_four_threads_run_calls_at_once(four: Sandbox) -> None:
+    outcomes = in_threads(four, "nap", {"seconds": 0.5})
+    assert len(outcomes) == 4 and overlapped(o.content for o in outcomes)
+    assert h.leftovers() == []
+
+
+def test_the_trio_executor_runs_sandboxed_calls_side_by_side(four: Sandbox) -> None:
+    naps = [ToolCall(f"n{i}", "nap", {"seconds": 0.5}) for i in range(4)]
+    model = ScriptedModel(
+        [
+            ModelResponse(naps, ModelStop.tool_use, Usage(10, 5)),
+            ModelResponse([Text("rested")], ModelStop.end_turn, Usage(10, 5)),
+        ]
+    )
+    run = trio.run(partial(trio_executor.run, LoopSpec(), "rest", model=model, tools=four))
+    assert run.output == "rested"
+    assert overlapped(r.content for r in run.messages[2].results)
+    assert h.leftovers() == []
+
+
+def test_sync_run_through_the_sandbox_writes_the_same_messages_as_a_toolbox() -> None:
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            [
+                ModelResponse(
+                    [
+                        Text("adding"),
+                        ToolCall("c1", "add", {"a": 2, "b": 3}),
+                        ToolCall("c2", "add", {"a": "x", "b": 3}),
+                        ToolCall("c3", "raises", {}),
+                    ],
+                    ModelStop.tool_use,
+                    Usage(10, 5),
+                ),
+                ModelResponse([Text("5")], ModelStop.end_turn, Usage(10, 5)),
+            ]
+        )
+
+    with Sandbox([h.add, h.raises], warm=1) as sandbox:
+        boxed = sync.run(LoopSpec(), "2+3?", model=script(), tools=sandbox)
+    plain = sync.run(LoopSpec(), "2+3?", model=script(), tools=Toolbox([h.add, h.raises]))
+    assert boxed.messages == plain.messages and boxed.output == "5"
+
+
+def test_every_layer_is_reported() -> None:
+    layers = available_layers()
+    assert list(layers) == list(LAYERS)
+    assert all(isinstance(layer, Layer) and layer.detail for layer in layers.values())
+
+
+def test_requiring_a_layer_not_in_force_refuses_to_build_the_sandbox() -> None:
+    with pytest.raises(SandboxUnavailable, match=r"'network_namespace'.*limits allow network"):
+        Sandbox([h.add], SandboxLimits(network=True), require=["network_namespace"])
+    with pytest.raises(ValueError, match="unknown sandbox layer 'chroot'"):
+        Sandbox([h.add], require=["chroot"])
+
+
+def test_tools_that_cannot_be_imported_by_path_are_refused() -> None:
+    @tool
+    def local() -> str:
+        return "x"
+
+    with pytest.raises(ValueError, match="cannot be imported"):
+        Sandbox([local])
+    with pytest.raises(ValueError, match="two tools are named 'add'"):
+        Sandbox([h.add, "tests.executors.hostile_tools:add"])
+
+
+def test_a_closed_sandbox_fails_calls_as_errors() -> None:
+    sandbox = Sandbox([h.add], warm=1)
+    sandbox.close()
+    content, is_error = sandbox.run("add", {"a": 1, "b": 2})
+    assert is_error and "the sandbox is closed" in content
+    assert h.leftovers() == []

@@ -1,0 +1,148 @@
+"""Each hostile tool tries one escape; the sandbox contains it and leaves no process behind.
+
+Where the escape would work without the sandbox, a control run in-process shows it, so a test
+cannot pass just because the tool is broken. A test is skipped, naming the reasons, on a
+machine where none of the layers that contain its escape is in force.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from turnstile.executors.sandbox import Sandbox, SandboxLimits, available_layers
+
+from . import hostile_tools as h
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-test-0123456789abcdef0123456789abcdef"
+MARKER = f"turnstile-escapee-{os.getpid()}"
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Sandbox]:
+    tools = [
+        h.add,
+        h.write_file,
+        h.connects,
+        h.fork_bomb,
+        h.allocates,
+        h.escapes,
+        h.signals_parents,
+    ]
+    with Sandbox(tools, SandboxLimits(wall_s=10, processes=8), warm=1) as sandbox:
+        yield sandbox
+
+
+def needs_any(*layers: str) -> None:
+    found = available_layers()
+    if not any(found[name].in_force for name in layers):
+        reasons = "; ".join(f"{name}: {found[name].detail}" for name in layers)
+        pytest.skip(f"nothing here contains this escape ({reasons})")
+
+
+_HOST = """
+import json, os, sys
+sys.path.insert(0, os.getcwd())
+from tests.executors import hostile_tools as h
+from turnstile.executors.sandbox import Sandbox
+me = os.getpid()
+control = h.steals_secrets.invoke({"host_pid": me})
+with Sandbox([h.steals_secrets]) as box:
+    boxed = box.run("steals_secrets", {"host_pid": me})
+print(json.dumps([control.content, boxed.content, boxed.is_error]))
+"""
+
+
+def test_the_host_s_api_key_cannot_be_read_from_env_or_proc() -> None:
+    needs_any("mount_namespace", "separate_uid", "landlock")
+    host = subprocess.run(
+        [sys.executable, "-c", _HOST],
+        env={**os.environ, "ANTHROPIC_API_KEY": KEY},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    control, boxed, is_error = json.loads(host.stdout)
+    assert KEY in json.loads(control)["/proc/self/environ"]  # the tool does find it, unboxed
+    assert KEY in json.loads(control)["/proc/<host>/environ"]
+    found = json.loads(boxed)
+    assert not is_error and {"/proc/<ppid>/environ", "/proc/1/environ"} <= set(found)
+    assert KEY not in boxed and "sk-test" not in boxed
+    assert h.leftovers() == []
+
+
+def test_no_connection_reaches_a_server_on_localhost(box: Sandbox) -> None:
+    needs_any("network_namespace", "seccomp", "landlock")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert h.connects.invoke({"port": port}).content == "connected"  # unboxed, it gets in
+        server.accept()[0].close()
+        outcome = box.run("connects", {"port": port})
+        server.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    assert outcome.is_error and outcome.content.endswith("(the sandbox has no network)")
+    assert h.leftovers() == []
+
+
+def test_the_project_dir_cannot_be_written(box: Sandbox) -> None:
+    needs_any("landlock", "separate_uid")
+    target = ROOT / f"pwned-{uuid.uuid4().hex}"
+    outcome = box.run("write_file", {"path": str(target), "size": 5})
+    assert outcome.is_error and "PermissionError" in outcome.content
+    assert not target.exists()
+    assert h.leftovers() == []
+
+
+def test_world_writable_tmp_cannot_be_written(box: Sandbox) -> None:
+    needs_any("landlock")
+    target = Path("/tmp") / f"pwned-{uuid.uuid4().hex}"
+    outcome = box.run("write_file", {"path": str(target), "size": 5})
+    assert outcome.is_error and "PermissionError" in outcome.content
+    assert not target.exists()
+    assert h.leftovers() == []
+
+
+def test_a_fork_bomb_stays_within_the_process_limit(box: Sandbox) -> None:
+    needs_any("separate_uid")
+    outcome = box.run("fork_bomb", {"seconds": 0.5})
+    assert outcome.is_error and "left processes running" in outcome.content
+    refused = int(outcome.content.rsplit("forks refused: ", 1)[1])
+    assert refused > 0  # the limit, not the clock, stopped the forking
+    assert h.leftovers() == []
+
+
+def test_allocating_2_gib_fails_within_the_memory_limit(box: Sandbox) -> None:
+    needs_any("rlimits")
+    outcome = box.run("allocates", {"gigabytes": 2})
+    assert outcome == (
+        "allocates failed: MemoryError (the sandbox's memory limit is 512 MiB)",
+        True,
+    )
+    assert h.leftovers() == []
+
+
+def test_a_setsid_double_fork_does_not_survive_the_call(box: Sandbox) -> None:
+    needs_any("pid_namespace", "subreaper")
+    outcome = box.run("escapes", {"marker": MARKER})
+    assert outcome.is_error and outcome.content.endswith("Its result was: escaped")
+    assert h.leftovers(MARKER) == []
+
+
+def test_signals_to_the_parent_and_the_host_are_refused(box: Sandbox) -> None:
+    needs_any("separate_uid", "landlock")
+    outcome = box.run("signals_parents", {"host_pid": os.getpid()})
+    attempts = json.loads(outcome.content)
+    assert len(attempts) == 4 and "sent" not in attempts.values(), attempts
+    assert box.run("add", {"a": 1, "b": 1}).content == "2"  # the sandbox is still serving
+    assert h.leftovers() == []
