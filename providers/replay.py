@@ -45,7 +45,7 @@ from turnstile.core import (
     ToolSpec,
     TurnstileError,
 )
-from turnstile.executors import Run
+from turnstile.executors import Run, ToolRunner
 from turnstile.executors import sync as sync_executor
 from turnstile.executors import trio as trio_executor
 
@@ -216,12 +216,15 @@ def replay(
     trace: Trace | str | Path,
     *,
     executor: Literal["sync", "trio"] = "sync",
+    tools: ToolRunner | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
 ) -> Run:
     """Run the trace's loop with its recorded model replies and tool outputs; return the `Run`.
 
     `executor="trio"` drives it with `turnstile.executors.trio` (inside its own `trio.run`) over
-    the async SDK client. `on_step` sees every command and observation, as in the executors.
+    the async SDK client. `tools` runs the calls instead of the recorded outputs (real tools, a
+    sandbox): they must produce those outputs, or the next request will not match. `on_step`
+    sees every command and observation, as in the executors.
 
     Raises:
         ReplayMismatch: a request differed from the recording (the message holds the diff), a
@@ -234,7 +237,8 @@ def replay(
         trace = load_trace(trace)
     loop = _loop(trace)
     spec = spec_for(trace)
-    tools = RecordedTools(trace)
+    recorded = RecordedTools(trace)
+    tools = recorded if tools is None else tools
     client, transport = _wired(trace, sync=executor == "sync")
     model = _Watched(client)
     if executor == "sync":
@@ -247,8 +251,8 @@ def replay(
     if model.mismatch is not None:
         raise model.mismatch
     served = len(trace.exchanges) - len(transport.remaining)
-    if tools.unrecorded:
-        calls = "; ".join(tools.unrecorded)
+    if recorded.unrecorded:
+        calls = "; ".join(recorded.unrecorded)
         raise ReplayMismatch(served, f"the trace has no recorded output for: {calls}")
     if transport.remaining:
         nxt = transport.remaining[0].request

@@ -1,0 +1,21 @@
+"""Real tools that reproduce the fixtures' recorded outputs, importable by the sandbox's child."""
+
+from __future__ import annotations
+
+from turnstile.executors._demo import WEATHER
+
+MISSING = {"火星": ValueError("没有城市「火星」的天气数据")}
+
+
+def get_weather(city: str) -> dict[str, object]:
+    """查询城市的实时天气"""
+    if city in MISSING:
+        raise MISSING[city]
+    if city not in WEATHER:
+        raise LookupError(f"没有 {city} 的天气数据; 可查询: {', '.join(WEATHER)}")
+    return WEATHER[city]
+
+
+def save_note(title: str, body: str) -> str:
+    """保存一条笔记"""
+    return f"saved {title}"
