@@ -29,3 +29,11 @@ def test_the_readme_diagram_is_the_code_s() -> None:
 
     diagram = re.search(r"```mermaid\n(.*?)```", README, re.S).group(1)
     assert diagram == mermaid().rstrip("\n") + "\n"
+
+
+def test_the_testing_snippet_is_the_example_s_own_test() -> None:
+    section = README.split("## Testing your agent", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    test = snippet.split("\n\n\n", 2)[-1]
+    example = Path(__file__).parent.parent / "examples" / "weather_agent" / "test_agent.py"
+    assert test.strip() in example.read_text()

@@ -1,0 +1,1 @@
+"""Small agents built on turnstile, each tested offline against a recorded conversation."""
