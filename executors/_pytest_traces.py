@@ -21,7 +21,7 @@ import httpx2
 import openai
 import pytest
 from turnstile.providers._client import WireClient
-from turnstile.providers._transport import ReplayTransport
+from turnstile.providers._transport import ReplayTransport, offline_sdk
 from turnstile.providers.replay import (
     CLIENTS,
     AsyncRecordingTransport,
@@ -35,8 +35,6 @@ from turnstile.providers.replay import (
 from .pytest_plugin import TraceMismatchFailure
 
 _KEYS = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "openai": ("OPENAI_API_KEY",)}
-_REPLAY_KEY = "replay-key-not-a-secret"
-_REPLAY_HOST = "https://replay.invalid"
 
 
 class Marker(NamedTuple):
@@ -247,19 +245,7 @@ class Cassette:
             self._closers.append(http.close)
         else:
             http = httpx2.AsyncClient(transport=self._replaying, trust_env=False)
-        if self._sdk == "anthropic":
-            cls = anthropic.Anthropic if sync else anthropic.AsyncAnthropic
-            return cls(
-                api_key=_REPLAY_KEY,
-                base_url=_REPLAY_HOST,
-                http_client=http,
-                max_retries=0,
-                open_telemetry=False,
-            )
-        cls = openai.OpenAI if sync else openai.AsyncOpenAI
-        return cls(
-            api_key=_REPLAY_KEY, base_url=f"{_REPLAY_HOST}/v1", http_client=http, max_retries=0
-        )
+        return offline_sdk(self._sdk, http)
 
     def _live_sdk(self, sync: bool, network: Any) -> Any:
         """The SDK as the user would make it (key and base URL from the environment), but without

@@ -20,6 +20,7 @@ __all__ = [
     "ReplayTransport",
     "Trace",
     "TraceError",
+    "offline_sdk",
     "replay_client",
 ]
 
@@ -411,26 +412,26 @@ def replay_client(
     """
     if sync:
         transport = ReplayTransport(trace)
-        http = httpx2.Client(transport=transport, trust_env=False)
-        if trace.provider == "anthropic":
-            return _anthropic(anthropic.Anthropic, http), transport
-        return _openai(openai.OpenAI, http), transport
+        return offline_sdk(trace.provider, httpx2.Client(transport=transport, trust_env=False)), (
+            transport
+        )
     atransport = AsyncReplayTransport(trace)
     ahttp = httpx2.AsyncClient(transport=atransport, trust_env=False)
-    if trace.provider == "anthropic":
-        return _anthropic(anthropic.AsyncAnthropic, ahttp), atransport
-    return _openai(openai.AsyncOpenAI, ahttp), atransport
+    return offline_sdk(trace.provider, ahttp), atransport
 
 
-def _anthropic(cls: Any, http: httpx2.Client | httpx2.AsyncClient) -> Any:
-    return cls(
-        api_key=_REPLAY_KEY,
-        base_url=_REPLAY_HOST,
-        http_client=http,
-        max_retries=0,
-        open_telemetry=False,
-    )
-
-
-def _openai(cls: Any, http: httpx2.Client | httpx2.AsyncClient) -> Any:
+def offline_sdk(provider: str, http: httpx2.Client | httpx2.AsyncClient) -> Any:
+    """The SDK client for `provider` over `http` (sync or async): a dummy key, a fixed base URL,
+    no retries and no tracing, so nothing in the environment changes what it sends."""
+    is_async = isinstance(http, httpx2.AsyncClient)
+    if provider == "anthropic":
+        cls: Any = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
+        return cls(
+            api_key=_REPLAY_KEY,
+            base_url=_REPLAY_HOST,
+            http_client=http,
+            max_retries=0,
+            open_telemetry=False,
+        )
+    cls = openai.AsyncOpenAI if is_async else openai.OpenAI
     return cls(api_key=_REPLAY_KEY, base_url=f"{_REPLAY_HOST}/v1", http_client=http, max_retries=0)

@@ -33,6 +33,7 @@ from turnstile.core import (
 
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
+from ._json import salvage
 
 _STOPS = {
     "end_turn": ModelStop.end_turn,
@@ -243,54 +244,12 @@ def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool
         try:
             value = json.loads(streamed)
         except ValueError:
-            arguments = _salvage(streamed) if cut else {}
+            arguments = salvage(streamed) if cut else {}
             return ToolCall(call_id, name, arguments, raw_arguments=streamed, complete=not cut)
     if isinstance(value, dict):
         return ToolCall(call_id, name, value, complete=not cut)
     raw = json.dumps(value, ensure_ascii=False)
     return ToolCall(call_id, name, {}, raw_arguments=raw, complete=not cut)
-
-
-_SELF_DELIMITED = ('"', "]", "}", "true", "false", "null")
-
-
-def _salvage(text: str) -> dict[str, Any]:
-    """The members of a JSON object cut short that are certainly complete; `{}` when none are.
-
-    A member counts once a comma at the top level follows it, or when the text ends right after
-    a value that cannot grow (a string, array, object or literal); a trailing number might have
-    had more digits, so it is dropped.
-    """
-    if not text.lstrip().startswith("{"):
-        return {}
-    depth, in_string, escaped, comma = 0, False, False, -1
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        elif ch == "," and depth == 1:
-            comma = i
-    candidates = []
-    if depth == 1 and not in_string and text.rstrip().endswith(_SELF_DELIMITED):
-        candidates.append(text + "}")
-    if comma > 0:
-        candidates.append(text[:comma] + "}")
-    for candidate in candidates:
-        try:
-            return json.loads(candidate)  # type: ignore[no-any-return]
-        except ValueError:
-            continue
-    return {}
 
 
 def _usage(usage: dict[str, Any]) -> Usage:

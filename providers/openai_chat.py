@@ -44,6 +44,7 @@ from turnstile.core import (
 
 from ._deltas import ArgumentsDelta, Delta, TextDelta
 from ._errors import DecodeError, ProviderError
+from ._json import salvage
 
 _encoder = msgspec.json.Encoder()
 
@@ -290,39 +291,8 @@ def _tool_call(call_id: str, name: str, text: str, *, cut: bool) -> ToolCall:
     if isinstance(value, dict):
         return ToolCall(call_id, name, value)
     if cut:
-        return ToolCall(call_id, name, _salvage(text), raw_arguments=text, complete=False)
+        return ToolCall(call_id, name, salvage(text), raw_arguments=text, complete=False)
     return ToolCall(call_id, name, {}, raw_arguments=text)
-
-
-def _salvage(text: str) -> dict[str, Any]:
-    """The members of a cut-off JSON object that a comma proves complete; `{}` if none."""
-    source = text.lstrip()
-    if not source.startswith("{"):
-        return {}
-    depth, in_string, escaped, end = 0, False, False, -1
-    for i, ch in enumerate(source):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        elif ch == "," and depth == 1:
-            end = i
-    if end < 0:
-        return {}
-    try:
-        value = msgspec.json.decode(source[:end] + "}")
-    except msgspec.DecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 # -- streaming -----------------------------------------------------------------------------------

@@ -393,13 +393,13 @@ def test_decode_length_cut_inside_the_last_calls_arguments() -> None:
         ("", {}),
         ('{"ci', {}),
         ('{"city":"北', {}),
-        ('{"city":"北京"', {}),
+        ('{"city":"北京"', {"city": "北京"}),  # a closed string cannot grow: complete
         ('{"a":"x,y\\"}","b', {"a": 'x,y"}'}),
         ('{"a":[1,{"b":2}],', {"a": [1, {"b": 2}]}),
         ('[{"a":1},', {}),
     ],
 )
-def test_decode_length_cut_salvages_the_members_a_comma_proves_complete(
+def test_decode_length_cut_salvages_the_members_known_complete(
     cut: str, salvaged: dict[str, Any]
 ) -> None:
     response = openai_chat.decode(body({"tool_calls": [fn("call_a", "f", cut)]}, "length"))
