@@ -24,16 +24,8 @@ from turnstile.core._state import ENCODER
 
 from ._measure import Figure, repeat, slope
 
-SPEC = LoopSpec(
-    tools=(ToolSpec("lookup"),),
-    guards=Guards(
-        max_turns=None,
-        deadline_s=None,
-        context_window=None,
-        max_repeated_calls=None,
-        max_stalled_rounds=None,
-    ),
-)
+# every guard on at its default, but turns and time, which a 1000-turn run must not hit
+SPEC = LoopSpec(tools=(ToolSpec("lookup"),), guards=Guards(max_turns=None, deadline_s=None))
 
 
 def _replies(n: int) -> list[ModelResponse]:

@@ -92,7 +92,7 @@ class History(Sequence[Message]):
         return repr(list(self))
 
 
-class ModelRequest(msgspec.Struct, frozen=True):
+class ModelRequest(msgspec.Struct, frozen=True, gc=False):
     """Everything one model call needs, in neutral form; providers encode it for the wire."""
 
     system: str | None
@@ -102,7 +102,7 @@ class ModelRequest(msgspec.Struct, frozen=True):
     purpose: Purpose = Purpose.turn
 
 
-class Command(msgspec.Struct, frozen=True, tag_field="type", forbid_unknown_fields=True):
+class Command(msgspec.Struct, frozen=True, gc=False, tag_field="type", forbid_unknown_fields=True):
     """Base of every command."""
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["Loop"]
 
-import hashlib
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -59,6 +59,15 @@ from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state
 _BUDGET_REASONS = (StopReason.max_turns, StopReason.deadline, StopReason.context_budget)
 _canonical = msgspec.json.Encoder(order="sorted")
 _UNLISTED = ToolSpec(name="")
+# enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor
+# call, and the hot path reads a dozen per turn
+_DONE, _QUEUED, _RUNNING, _APPROVAL = (
+    CallStatus.done,
+    CallStatus.queued,
+    CallStatus.running,
+    CallStatus.approval,
+)
+_REFUSALS = frozenset({ModelStop.refusal, ModelStop.content_filter})
 _DEADLINE = "the run's deadline passed"
 
 
@@ -139,9 +148,9 @@ class Loop:
         if st.pending_model is not None:
             commands.append(CallModel(st.pending_model, self._request()))
         for p in st.batch:
-            if p.status is CallStatus.running:
+            if p.status is _RUNNING:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
-            elif p.status is CallStatus.approval:
+            elif p.status is _APPROVAL:
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
         return commands
 
@@ -197,9 +206,12 @@ class Loop:
 
     def _on_replied(self, obs: ModelReplied) -> list[Command]:
         self._model_call(obs)
-        _check_call_ids(obs.response.content)
+        calls = [p for p in obs.response.content if type(p) is ToolCall]
+        if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
+            twice = next(c.id for i, c in enumerate(calls) if c.id in {d.id for d in calls[:i]})
+            raise ProtocolError(f"the reply has two tool calls with id {twice!r}")
         self.state.events.append(obs)
-        return self._on_reply(obs.response, obs.now)
+        return self._on_reply(obs.response, calls, obs.now)
 
     def _on_failed(self, obs: ModelFailed) -> list[Command]:
         self._model_call(obs)
@@ -207,20 +219,20 @@ class Loop:
         return self._on_model_failed(obs)
 
     def _on_returned(self, obs: ToolReturned) -> list[Command]:
-        p = self._call(obs, CallStatus.running)
+        p = self._call(obs, _RUNNING)
         self.state.events.append(obs)
         p.result = ToolResult(obs.call_id, obs.content, obs.is_error)
-        p.status = CallStatus.done
+        p.status = _DONE
         return self._dispatch(obs.now)
 
     def _on_approved(self, obs: Approved) -> list[Command]:
-        p = self._call(obs, CallStatus.approval)
+        p = self._call(obs, _APPROVAL)
         self.state.events.append(obs)
-        p.status = CallStatus.queued
+        p.status = _QUEUED
         return self._dispatch(obs.now)
 
     def _on_denied(self, obs: Denied) -> list[Command]:
-        p = self._call(obs, CallStatus.approval)
+        p = self._call(obs, _APPROVAL)
         self.state.events.append(obs)
         self._resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
         return self._dispatch(obs.now)
@@ -238,7 +250,7 @@ class Loop:
 
     # -- model replies -----------------------------------------------------------------------
 
-    def _on_reply(self, response: Any, now: float) -> list[Command]:
+    def _on_reply(self, response: Any, calls: list[ToolCall], now: float) -> list[Command]:
         st = self.state
         guards = self.spec.guards
         st.pending_model = None
@@ -249,13 +261,12 @@ class Loop:
             st.context_tokens = response.usage.input_tokens + response.usage.output_tokens
         else:
             st.context_tokens += _part_tokens(response.content)
-        calls = [p for p in response.content if type(p) is ToolCall]
         if st.finalizing is not None:
             self._new_batch(calls, "the run is finishing")
             return self._finish(st.finalizing, text_of(response.content))
         st.turns += 1
         stop = response.stop
-        if stop is ModelStop.refusal or stop is ModelStop.content_filter:
+        if stop in _REFUSALS:
             self._new_batch(calls, f"the reply ended with {stop.value}")
             return self._finish(StopReason.refusal, text_of(response.content))
         if not calls:
@@ -266,35 +277,35 @@ class Loop:
 
         repeated = None
         limit = guards.max_repeated_calls
+        counts = st.call_counts
         batch: list[PendingCall] = []
+        asks: list[Command] = []
         for call in calls:
             spec = self._tools.get(call.name)
-            p = PendingCall(call=call, status=CallStatus.queued)
+            p = PendingCall(call, _QUEUED)
             batch.append(p)
-            problem = _call_problem(call, spec, self._tools)
-            if problem is not None:
-                p.status, p.result = CallStatus.done, ToolResult(call.id, problem, True)
-            elif spec.finish:  # type: ignore[union-attr]
-                p.status, p.result = CallStatus.done, ToolResult(call.id, "finished")
+            if spec is None or not call.complete or call.raw_arguments is not None:
+                problem = _call_problem(call, self._tools)
+                p.status, p.result = _DONE, ToolResult(call.id, problem, True)
+            elif spec.finish:
+                p.status, p.result = _DONE, ToolResult(call.id, "finished")
             else:
                 key = call.name + "\0" + _canonical.encode(call.arguments).decode()
-                count = st.call_counts[key] = st.call_counts.get(key, 0) + 1
+                count = counts[key] = counts.get(key, 0) + 1
                 if limit is not None and count >= limit and repeated is None:
                     repeated = (
                         f"{call.name} was already called {count - 1} times with these arguments"
                     )
-                elif spec.needs_approval:  # type: ignore[union-attr]
-                    p.status = CallStatus.approval
+                elif spec.needs_approval:
+                    p.status = _APPROVAL
+                    asks.append(AwaitApproval(call.id, call.name, call.arguments))
         st.batch = batch
         if repeated is not None:
             self._abort_batch(repeated)
             return self._finish(StopReason.repeated_call, None)
-        asks: list[Command] = [
-            AwaitApproval(p.call.id, p.call.name, p.call.arguments)
-            for p in batch
-            if p.status is CallStatus.approval
-        ]
-        return asks + self._dispatch(now)
+        if asks:
+            return asks + self._dispatch(now)
+        return self._dispatch(now)
 
     def _on_model_failed(self, obs: ModelFailed) -> list[Command]:
         st = self.state
@@ -317,12 +328,12 @@ class Loop:
         return None
 
     def _resolve(self, p: PendingCall, error: str) -> None:
-        p.status, p.result = CallStatus.done, ToolResult(p.call.id, error, True)
+        p.status, p.result = _DONE, ToolResult(p.call.id, error, True)
 
     def _new_batch(self, calls: list[ToolCall], why: str) -> None:
         """Record calls that will never run, each with an error result, so pairing holds."""
         if calls:
-            self.state.batch = [PendingCall(call=c, status=CallStatus.queued) for c in calls]
+            self.state.batch = [PendingCall(c, _QUEUED) for c in calls]
             self._abort_batch(why)
 
     def _abort_batch(self, why: str) -> None:
@@ -332,9 +343,9 @@ class Loop:
         if not st.batch:
             return
         for p in st.batch:
-            if p.status is CallStatus.running:
+            if p.status is _RUNNING:
                 self._resolve(p, f"no result: {why} before this call returned")
-            elif p.status is not CallStatus.done:
+            elif p.status is not _DONE:
                 self._resolve(p, f"not run: {why}")
         st.messages.append(ToolResults([p.result for p in st.batch]))  # type: ignore[misc]
         st.batch = []
@@ -345,9 +356,10 @@ class Loop:
         A call that is not parallel-safe waits for all calls before it and holds back all
         calls after it; calls naming the same resource run one after another.
         """
-        if self._deadline_passed(now):
-            return self._stop(StopReason.deadline, _DEADLINE)
         st = self.state
+        limit = self.spec.guards.deadline_s
+        if limit is not None and now - st.started_at >= limit:  # type: ignore[operator]
+            return self._stop(StopReason.deadline, _DEADLINE)
         tools = self._tools
         commands: list[Command] = []
         busy: set[str] = set()
@@ -355,24 +367,24 @@ class Loop:
         earlier = False  # an earlier call has no result yet
         for p in st.batch:
             status = p.status
-            if status is CallStatus.done:
+            if status is _DONE:
                 continue
             spec = tools.get(p.call.name, _UNLISTED)
-            if status is CallStatus.queued and (spec.resource is None or spec.resource not in busy):
+            if status is _QUEUED and (spec.resource is None or spec.resource not in busy):
                 if spec.parallel_safe or not earlier:
-                    p.status = status = CallStatus.running
+                    p.status = status = _RUNNING
                     commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
-            running = running or status is CallStatus.running
+            running = running or status is _RUNNING
+            earlier = True
             if not spec.parallel_safe:
                 break
             if spec.resource is not None:
                 busy.add(spec.resource)
-            earlier = True
         if running:
-            self._go("run_tools")
+            st.phase = NEXT[(st.phase, "run_tools")]
             return commands
-        if any(p.status is not CallStatus.done for p in st.batch):
-            self._go("await_approval")
+        if earlier:
+            st.phase = NEXT[(st.phase, "await_approval")]
             return commands
         return self._complete_batch(now)
 
@@ -380,23 +392,27 @@ class Loop:
         st = self.state
         guards = self.spec.guards
         batch = st.batch
-        results = [p.result for p in batch]
-        st.messages.append(ToolResults(results))  # type: ignore[arg-type]
-        st.batch = []
-        st.context_tokens += sum(estimate_tokens(r.content) for r in results)  # type: ignore[union-attr]
+        results: list[ToolResult] = []
+        round_ = []
+        tokens = 0
+        failed = True
+        finish: ToolCall | None = None
         for p in batch:
-            spec = self._tools.get(p.call.name)
-            if spec is not None and spec.finish and not p.result.is_error:  # type: ignore[union-attr]
-                return self._finish(StopReason.finish_tool, p.call.arguments)
-
-        st.failed_rounds = st.failed_rounds + 1 if all(r.is_error for r in results) else 0  # type: ignore[union-attr]
-        round_ = [
-            (p.call.name, p.call.arguments, r.content, r.is_error)
-            for p, r in zip(batch, results, strict=True)
-        ]  # type: ignore[union-attr]
-        st.round_digests.append(
-            hashlib.blake2b(_canonical.encode(round_), digest_size=8).hexdigest()
-        )
+            call, r = p.call, p.result
+            assert r is not None
+            results.append(r)
+            round_.append((call.name, call.arguments, r.content, r.is_error))
+            tokens += (len(r.content.encode()) + 2) // 3  # estimate_tokens, inlined
+            failed = failed and r.is_error
+            if finish is None and not r.is_error and self._tools.get(call.name, _UNLISTED).finish:
+                finish = call
+        st.messages.append(ToolResults(results))
+        st.batch = []
+        st.context_tokens += tokens
+        if finish is not None:
+            return self._finish(StopReason.finish_tool, finish.arguments)
+        st.failed_rounds = st.failed_rounds + 1 if failed else 0
+        st.round_digests.append(f"{zlib.crc32(_canonical.encode(round_)):08x}")
         k = guards.max_stalled_rounds
         if k is not None and len(st.round_digests) > 3 * k:
             del st.round_digests[0]
@@ -411,7 +427,8 @@ class Loop:
         for condition in self.spec.stop_when:
             if condition(st):
                 return self._finish(StopReason.stop_condition, None)
-        if self._deadline_passed(now):
+        limit = guards.deadline_s
+        if limit is not None and now - st.started_at >= limit:  # type: ignore[operator]
             return self._stop(StopReason.deadline)
         if guards.max_turns is not None and st.turns >= guards.max_turns:
             return self._stop(StopReason.max_turns)
@@ -420,9 +437,10 @@ class Loop:
             return self._stop(StopReason.context_budget)
         if guards.max_failed_rounds is not None and st.failed_rounds >= guards.max_failed_rounds:
             return self._finish(StopReason.tool_errors, None)
-        if guards.max_stalled_rounds is not None and _stalled(
-            st.round_digests, guards.max_stalled_rounds
-        ):
+        k = guards.max_stalled_rounds
+        digests = st.round_digests
+        # a cycle can only end here if the last round repeats one of the three before it
+        if k is not None and digests and digests[-1] in digests[-4:-1] and _stalled(digests, k):
             return self._finish(StopReason.no_progress, None)
         return self._call_model("ask_model")
 
@@ -447,7 +465,10 @@ class Loop:
         st = self.state
         if st.finalizing is None:
             return ModelRequest(
-                self.spec.system, History(st.messages), self.spec.tools, self.spec.max_tokens
+                self.spec.system,
+                History(st.messages, len(st.messages)),
+                self.spec.tools,
+                self.spec.max_tokens,
             )
         return ModelRequest(
             self.spec.system, History(st.messages), (), self.spec.max_tokens, Purpose.finalize
@@ -481,17 +502,9 @@ _HANDLERS: dict[type, Any] = {
 }
 
 
-def _check_call_ids(content: list[Part]) -> None:
-    seen: set[str] = set()
-    for p in content:
-        if type(p) is ToolCall:
-            if p.id in seen:
-                raise ProtocolError(f"the reply has two tool calls with id {p.id!r}")
-            seen.add(p.id)
-
-
-def _call_problem(call: ToolCall, spec: ToolSpec | None, tools: dict[str, ToolSpec]) -> str | None:
-    """Why a call must not run, as a message the model can act on; None when it may run."""
+def _call_problem(call: ToolCall, tools: dict[str, ToolSpec]) -> str:
+    """Why a call must not run (cut off, invalid JSON, unknown tool), as a message the model
+    can act on."""
     if not call.complete:
         return (
             "not run: the reply hit its max_tokens limit before this call's arguments were "
@@ -502,17 +515,13 @@ def _call_problem(call: ToolCall, spec: ToolSpec | None, tools: dict[str, ToolSp
             call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "…"
         )
         return f"arguments were not valid JSON: {raw!r}. Send the arguments as one JSON object."
-    if spec is None:
-        available = ", ".join(sorted(tools)) or "none"
-        return f"unknown tool {call.name!r}. Available tools: {available}."
-    return None
+    available = ", ".join(sorted(tools)) or "none"
+    return f"unknown tool {call.name!r}. Available tools: {available}."
 
 
 def _stalled(digests: list[str], k: int) -> bool:
     """True when the last rounds repeat one block of 1 to 3 rounds `k` times (A-A-A, A-B-A-B…)."""
     n = len(digests)
-    if n < k or digests[-1] not in digests[-4:-1]:
-        return False  # the last round repeats none of the three before it: no cycle ends here
     for period in (1, 2, 3):
         span = period * k
         if n >= span and all(

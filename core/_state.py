@@ -28,8 +28,8 @@ class CallStatus(enum.StrEnum):
     done = "done"  # has its result
 
 
-class PendingCall(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One call of the reply whose batch is in flight."""
+class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
+    """One call of the reply whose batch is in flight (untracked by the GC: it holds no cycle)."""
 
     call: ToolCall
     status: CallStatus
