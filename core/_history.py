@@ -16,14 +16,14 @@ def history_problems(
 ) -> list[HistoryProblem]:
     """Every rule `messages` breaks, in order; empty when the history is valid.
 
-    Rules: it starts with a user message; no two assistant (or two user) messages in a row; every
-    tool call has exactly one result, in the `ToolResults` right after its reply; every result
-    answers a call of that reply; call ids are unique. `allow_pending` lets the last reply's calls
-    still wait for results (a batch in flight).
+    Rules: it starts with a user message; no two user messages in a row; every tool call has
+    exactly one result, in the `ToolResults` right after its reply; every result answers a call
+    of that reply; a reply's call ids are unique. Two replies in a row are a paused reply and its
+    continuation (providers send them as one turn), so only the second may call tools.
+    `allow_pending` lets the last reply's calls still wait for results (a batch in flight).
     """
     problems: list[HistoryProblem] = []
     add = problems.append
-    seen: set[str] = set()
     previous: Message | None = None
     open_calls: list[str] = []  # calls of the previous reply, still waiting for results
     for i, message in enumerate(messages):
@@ -40,13 +40,10 @@ def history_problems(
         elif kind is AssistantMessage:
             if previous is None:
                 add(HistoryProblem(i, None, "history starts with an assistant message"))
-            elif type(previous) is AssistantMessage:
-                add(HistoryProblem(i, None, "two assistant messages in a row"))
             for part in message.content:
                 if type(part) is ToolCall:
-                    if part.id in seen:
-                        add(HistoryProblem(i, part.id, "tool call id is not unique"))
-                    seen.add(part.id)
+                    if part.id in open_calls:
+                        add(HistoryProblem(i, part.id, "tool call id is not unique in its reply"))
                     open_calls.append(part.id)
         elif kind is ToolResults:
             answered = Counter(r.call_id for r in message.results)

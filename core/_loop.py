@@ -303,6 +303,9 @@ class Loop:
         if repeated is not None:
             self._abort_batch(repeated)
             return self._finish(StopReason.repeated_call, None)
+        limit = guards.deadline_s
+        if limit is not None and now - st.started_at >= limit:  # type: ignore[operator]
+            return self._stop(StopReason.deadline, _DEADLINE)  # before asking anyone to approve
         if asks:
             return asks + self._dispatch(now)
         return self._dispatch(now)
