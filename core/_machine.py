@@ -10,7 +10,7 @@ observation (about 12 µs each), and a trigger the table does not list for a pha
 
 from __future__ import annotations
 
-__all__ = ["ACCEPTS", "NEXT", "PHASES", "TRANSITIONS", "mermaid"]
+__all__ = ["ACCEPTS", "NEXT", "PHASES", "TRANSITIONS", "dot", "mermaid"]
 
 from transitions import Machine
 
@@ -68,16 +68,27 @@ NEXT: dict[tuple[str, str], str] = {
 }
 
 
-def mermaid() -> str:
-    """The table above drawn as a Mermaid state diagram (no graphviz needed)."""
+def _graph(engine: str) -> object:
     from transitions.extensions.diagrams import GraphMachine
 
-    graph = GraphMachine(
+    machine = GraphMachine(
         states=PHASES,
         transitions=TRANSITIONS,
         initial="idle",
         auto_transitions=False,
-        graph_engine="mermaid",
+        graph_engine=engine,
         title="turnstile loop",
     )
-    return str(graph.get_graph().draw(None))
+    return machine.get_graph()
+
+
+def mermaid() -> str:
+    """The table above drawn as a Mermaid state diagram (no graphviz needed)."""
+    return str(_graph("mermaid").draw(None))  # type: ignore[attr-defined]
+
+
+def dot() -> str:
+    """The table above as Graphviz DOT source; needs the `graphviz` package (ImportError)."""
+    import graphviz  # noqa: F401  (transitions' graphviz engine imports it lazily)
+
+    return str(_graph("graphviz").source)  # type: ignore[attr-defined]

@@ -67,6 +67,16 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     finalize: bool = True
     finalize_prompt: str = DEFAULT_FINALIZE_PROMPT
 
+    def __post_init__(self) -> None:
+        if self.max_repeated_calls is not None and self.max_repeated_calls < 2:
+            raise ValueError("Guards.max_repeated_calls counts repeats: use 2 or more, or None")
+        for name in ("max_turns", "max_stalled_rounds", "max_failed_rounds"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"Guards.{name} must be 1 or more, or None")
+        if self.max_model_retries < 0 or self.reserve_tokens < 0:
+            raise ValueError("Guards.max_model_retries and reserve_tokens cannot be negative")
+
 
 class StepCountIs(msgspec.Struct, frozen=True, tag="step_count_is"):
     """Stop once `n` turns have completed."""

@@ -8,15 +8,18 @@ import argparse
 import sys
 from pathlib import Path
 
+import msgspec
 from turnstile.core import (
+    CallModel,
     CorruptState,
-    InvalidHistory,
+    HistoryProblem,
     Loop,
     LoopSpec,
     TurnstileError,
     mermaid,
-    validate_history,
 )
+from turnstile.core._history import history_problems
+from turnstile.core._machine import dot
 
 from ._transcript import transcript
 
@@ -25,13 +28,16 @@ class UsageError(Exception):
     """A mistake on the command line or in a file named on it."""
 
 
-def _load(path: str) -> Loop:
+def _read(path: str) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
+
+
+def _load(path: str, data: bytes | None = None) -> Loop:
     try:
-        return Loop.load(LoopSpec(), data)
+        return Loop.load(LoopSpec(), _read(path) if data is None else data)
     except CorruptState as e:
         raise UsageError(f"{path}: {e}") from None
 
@@ -49,19 +55,55 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    state = _load(args.state).state
-    try:
-        validate_history(state.messages, allow_pending=bool(state.outstanding))
-    except InvalidHistory as e:
-        for problem in e.problems:
-            print(f"{args.state}: {problem}", file=sys.stderr)
+    path = args.path
+    data = _read(path)
+    if _is_trace(data):
+        problems = _trace_problems(path)
+    else:
+        state = _load(path, data).state
+        problems = [
+            ("state", p)
+            for p in history_problems(state.messages, allow_pending=bool(state.outstanding))
+        ]
+        count = len(state.messages)
+    if problems:
+        for where, problem in problems:
+            print(f"{path}: {where}: {problem}", file=sys.stderr)
         return 1
-    print(f"{args.state}: valid ({len(state.messages)} messages)")
+    print(f"{path}: valid" + ("" if _is_trace(data) else f" ({count} messages)"))
     return 0
 
 
+def _is_trace(data: bytes) -> bool:
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(value, dict) and "exchanges" in value
+
+
+def _trace_problems(path: str) -> list[tuple[str, HistoryProblem]]:
+    """Replay the trace and check the history of every request it makes and of its end."""
+    from turnstile.providers._cli import ProviderUsageError
+    from turnstile.providers.replay import ReplayMismatch, TraceError, replay
+
+    requests: list[CallModel] = []
+    try:
+        run = replay(path, on_step=lambda s: requests.append(s) if type(s) is CallModel else None)
+    except (TraceError, ReplayMismatch) as e:
+        raise ProviderUsageError(f"{path}: cannot replay: {e}") from None
+    found = [(f"request {c.id}", p) for c in requests for p in history_problems(c.request.messages)]
+    return found + [("final state", p) for p in history_problems(run.messages)]
+
+
 def _diagram(args: argparse.Namespace) -> int:
-    print(mermaid())
+    if args.format == "mermaid":
+        print(mermaid())
+        return 0
+    try:
+        print(dot())
+    except ImportError:
+        raise UsageError("--format dot needs the graphviz package: pip install graphviz") from None
     return 0
 
 
@@ -72,10 +114,12 @@ def parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print a dumped state as a transcript")
     show.add_argument("state")
     show.set_defaults(fn=_show)
-    check = sub.add_parser("validate", help="check a dumped state's history")
-    check.add_argument("state")
+    check = sub.add_parser("validate", help="check the history of a trace or a dumped state")
+    check.add_argument("path", metavar="TRACE|STATE")
     check.set_defaults(fn=_validate)
-    sub.add_parser("diagram", help="the loop's state machine as Mermaid").set_defaults(fn=_diagram)
+    draw = sub.add_parser("diagram", help="draw the loop's state machine")
+    draw.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
+    draw.set_defaults(fn=_diagram)
     from turnstile.providers._cli import add_commands
 
     add_commands(sub)

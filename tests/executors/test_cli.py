@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
 from turnstile.executors import cli
 from turnstile.executors._demo import run_demo
+
+FIXTURES = Path(__file__).parent.parent.parent / "fixtures"
 
 
 def test_show_and_validate_a_dumped_state(
@@ -45,6 +49,36 @@ def test_bad_input_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
-def test_diagram_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
+def test_diagram_prints_mermaid_or_dot(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["diagram"]) == 0
     assert "stateDiagram-v2" in capsys.readouterr().out
+    assert cli.main(["diagram", "--format", "dot"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('digraph "turnstile loop"') and "awaiting_model -> finalizing" in out
+
+
+def test_dot_without_graphviz_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # import graphviz -> ImportError
+    assert cli.main(["diagram", "--format", "dot"]) == 2
+    assert "pip install graphviz" in capsys.readouterr().err
+
+
+def test_validate_a_trace_replays_it_and_checks_every_request(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["validate", str(FIXTURES / "anthropic" / "weather.json")]) == 0
+    assert "valid" in capsys.readouterr().out
+
+
+def test_validate_a_trace_that_no_longer_replays_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = json.loads((FIXTURES / "anthropic" / "weather.json").read_text())
+    trace["loop"]["prompt"] = "something else"
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(trace, ensure_ascii=False))
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"turnstile: {path}: cannot replay") and "something else" in err
