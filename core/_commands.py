@@ -65,12 +65,21 @@ class History(Sequence[Message]):
     def __len__(self) -> int:
         return self._n
 
+    @property
+    def ledger(self) -> object:
+        """The append-only list this view shows the start of, for identity (`is`, `id`) only:
+        views of one ledger agree on every message they share, so encoders may cache by it."""
+        return self._items
+
     @overload
     def __getitem__(self, index: int) -> Message: ...
     @overload
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
+            if index.step in (None, 1):
+                start, stop, _ = index.indices(self._n)
+                return self._items[start:stop]  # copies the slice only, not the whole prefix
             return self._items[: self._n][index]
         if index < 0:
             index += self._n

@@ -11,7 +11,7 @@ __all__ = ["StreamAccumulator", "decode", "encode"]
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from turnstile.core import (
@@ -31,6 +31,7 @@ from turnstile.core import (
     UserMessage,
 )
 
+from ._cache import WireCache
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
 from ._json import salvage
@@ -67,11 +68,15 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     rejected tool_use/tool_result blocks in requests that define no tools ("Requests which
     include `tool_use` or `tool_result` blocks must define tools"), and this way the history keeps
     its structure (ids, thinking signatures) while no tool can be called.
+
+    The body and its `messages` list are new on every call, but the entries of `messages` are
+    reused by later calls on the same `History` (only the new messages are encoded each turn):
+    treat them as read-only, and copy one before changing it.
     """
     body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
     if request.system is not None:
         body["system"] = request.system
-    body["messages"] = _messages(request.messages)
+    body["messages"] = _WIRE.wire(request.messages)
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     else:
@@ -99,8 +104,7 @@ def _tools_called(history: Sequence[Message]) -> list[str]:
     return list(names)
 
 
-def _messages(history: Sequence[Message]) -> list[dict[str, Any]]:
-    wire: list[dict[str, Any]] = []
+def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
     for message in history:
         match message:
             case UserMessage(content=text):
@@ -113,13 +117,16 @@ def _messages(history: Sequence[Message]) -> list[dict[str, Any]]:
                 _append(wire, "user", [_tool_result(r) for r in results])
             case _:
                 raise TypeError(f"not a message: {message!r}")
-    return wire
+
+
+_WIRE = WireCache(_fold)
 
 
 def _append(wire: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
-    """Add a message, merging it into the previous one when both have the same role."""
+    """Add a message, merging it with the previous one when both have the same role; the merged
+    message is a new entry, since the previous one may already be in a body (see `_cache`)."""
     if wire and wire[-1]["role"] == role:
-        wire[-1]["content"] = _as_blocks(wire[-1]["content"]) + _as_blocks(content)
+        wire[-1] = {"role": role, "content": _as_blocks(wire[-1]["content"]) + _as_blocks(content)}
     else:
         wire.append({"role": role, "content": content})
 
@@ -313,6 +320,7 @@ class StreamAccumulator:
         "_message",
         "_parts",
         "_stop",
+        "_texts",
         "_usage",
     )
 
@@ -323,6 +331,7 @@ class StreamAccumulator:
         self._blocks: list[dict[str, Any]] = []
         self._parts: list[int | None] = []  # the part index of each block, None when skipped
         self._fragments: dict[int, list[str]] = {}
+        self._texts: dict[int, list[str]] = {}  # text or thinking pieces by block
         self._done = False
         self._error: ProviderError | None = None
 
@@ -360,6 +369,9 @@ class StreamAccumulator:
             raise ProviderError(
                 "incomplete_stream", "the stream ended before message_stop", retryable=True
             )
+        for index, pieces in self._texts.items():
+            block = self._blocks[index]
+            block[_BLOCK_TEXT[block["type"]]] = "".join(pieces)
         blocks = [_healed(b) for b in self._blocks]
         body = {**self._message, "content": blocks, "stop_reason": self._stop, "usage": self._usage}
         streamed = {i: _heal("".join(f)) for i, f in self._fragments.items()}
@@ -417,12 +429,13 @@ class StreamAccumulator:
         if block["type"] != want:
             raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
         value = _field(delta, _DELTA_FIELD[kind], str, "content_block_delta.delta")
-        if kind == "text_delta":
-            block["text"] = block.get("text", "") + value
-            return [TextDelta(part, value)] if value else []
-        if kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + value
-            return [ThinkingDelta(part, value)] if value else []
+        if kind == "text_delta" or kind == "thinking_delta":
+            # pieces are joined once in result(): `+=` on a dict value would copy every time
+            field = _DELTA_FIELD[kind]
+            self._texts.setdefault(index, [block.get(field, "")]).append(value)
+            if not value:
+                return []
+            return [TextDelta(part, value) if kind == "text_delta" else ThinkingDelta(part, value)]
         if kind == "signature_delta":
             block["signature"] = value
             return []
@@ -444,6 +457,7 @@ _DELTA_BLOCK = {
     "signature_delta": "thinking",
     "input_json_delta": "tool_use",
 }
+_BLOCK_TEXT = {"text": "text", "thinking": "thinking"}
 _DELTA_FIELD = {
     "text_delta": "text",
     "thinking_delta": "thinking",

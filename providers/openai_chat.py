@@ -26,12 +26,13 @@ from __future__ import annotations
 __all__ = ["StreamAccumulator", "decode", "encode"]
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 from turnstile.core import (
     AssistantMessage,
+    Message,
     ModelRequest,
     ModelResponse,
     ModelStop,
@@ -42,6 +43,7 @@ from turnstile.core import (
     UserMessage,
 )
 
+from ._cache import WireCache
 from ._deltas import ArgumentsDelta, Delta, TextDelta
 from ._errors import DecodeError, ProviderError
 from ._json import salvage
@@ -72,20 +74,13 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     `options` are merged over the body (`temperature=0`, `response_format=...`); `stream=True`
     also asks for the final usage chunk (`stream_options.include_usage`), which explicit
     `stream_options` may override.
+
+    The body and its `messages` list are new on every call, but the entries of `messages` are
+    reused by later calls on the same `History` (only the new messages are encoded each turn):
+    treat them as read-only, and copy one before changing it.
     """
-    messages: list[dict[str, Any]] = []
-    if request.system is not None:
-        messages.append({"role": "system", "content": request.system})
-    for message in request.messages:
-        if type(message) is UserMessage:
-            messages.append({"role": "user", "content": message.content})
-        elif type(message) is AssistantMessage:
-            messages.append(_assistant(message))
-        else:
-            messages.extend(
-                {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
-                for r in message.results  # type: ignore[union-attr]
-            )
+    head = [{"role": "system", "content": request.system}] if request.system is not None else None
+    messages = _WIRE.wire(request.messages, head)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [
@@ -104,6 +99,22 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     if options.get("stream") is True:
         body["stream_options"] = {"include_usage": True, **(options.get("stream_options") or {})}
     return body
+
+
+def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
+    for message in history:
+        if type(message) is UserMessage:
+            wire.append({"role": "user", "content": message.content})
+        elif type(message) is AssistantMessage:
+            wire.append(_assistant(message))
+        else:
+            wire.extend(
+                {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
+                for r in message.results  # type: ignore[union-attr]
+            )
+
+
+_WIRE = WireCache(_fold)
 
 
 def _assistant(message: AssistantMessage) -> dict[str, Any]:

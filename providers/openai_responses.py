@@ -13,7 +13,7 @@ __all__ = ["StreamAccumulator", "decode", "encode"]
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from turnstile.core import (
@@ -29,6 +29,7 @@ from turnstile.core import (
     UserMessage,
 )
 
+from ._cache import WireCache
 from ._openai_responses_decode import StreamAccumulator, decode, parse_arguments
 
 
@@ -40,11 +41,15 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     rewrites their schemas into strict mode (every field required). `options` are merged over the
     body (`stream=True`, `reasoning={"effort": "low"}`, ...); an option set to None removes that
     key, e.g. `include=None` for a model that rejects encrypted reasoning (gpt-4o, gpt-4.1).
+
+    The body and its `input` list are new on every call, but the items of `input` are reused by
+    later calls on the same `History` (only the new messages are encoded each turn): treat them
+    as read-only, and copy one before changing it.
     """
     body: dict[str, Any] = {"model": model}
     if request.system is not None:
         body["instructions"] = request.system
-    body["input"] = _input(request.messages)
+    body["input"] = _WIRE.wire(request.messages)
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     body["max_output_tokens"] = request.max_tokens
@@ -67,8 +72,7 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     return tool
 
 
-def _input(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+def _fold(items: list[dict[str, Any]], messages: Iterable[Message]) -> None:
     for message in messages:
         match message:
             case UserMessage(content=content):
@@ -80,7 +84,9 @@ def _input(messages: Sequence[Message]) -> list[dict[str, Any]]:
                     {"type": "function_call_output", "call_id": r.call_id, "output": r.content}
                     for r in results
                 )
-    return items
+
+
+_WIRE = WireCache(_fold)
 
 
 def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:

@@ -1218,3 +1218,152 @@ def _canonical(blocks: Any) -> str:
 
 def _healed(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+
+
+# -- encoding a growing history: each call reuses what the last one encoded ---------------------
+
+import sys  # noqa: E402
+import threading  # noqa: E402
+
+from turnstile.core import History  # noqa: E402
+
+CACHE_PARTS = st.one_of(
+    st.builds(Text, st.sampled_from(["", " ", "看看", "好的"])),
+    st.builds(Thinking, st.just("想"), signature=st.sampled_from([None, "sig"])),
+    st.builds(
+        ToolCall,
+        st.sampled_from(["c1", "c2"]),
+        st.sampled_from(["get_weather", "lookup"]),
+        st.fixed_dictionaries({"city": st.sampled_from(["北京", "上海"])}),
+    ),
+)
+CACHE_MESSAGES = st.one_of(
+    st.builds(UserMessage, st.sampled_from(["q", "继续"])),
+    st.builds(AssistantMessage, st.lists(CACHE_PARTS, max_size=3)),
+    st.builds(
+        ToolResults,
+        st.lists(st.builds(ToolResult, st.sampled_from(["c1", "c2"]), st.just("ok")), max_size=2),
+    ),
+)
+
+
+def whole_body(messages: list[CoreMessage]) -> dict[str, Any]:
+    """The body of a plain list of messages, which is never cached: the reference."""
+    return encode(ModelRequest("s", list(messages), (), 100), model="m")
+
+
+def view_body(ledger: list[CoreMessage], n: int) -> dict[str, Any]:
+    """The body of the first `n` messages of `ledger` as the loop sends them (a `History`)."""
+    return encode(ModelRequest("s", History(ledger, n), (), 100), model="m")
+
+
+@settings(max_examples=150, deadline=None)
+@given(ledger=st.lists(CACHE_MESSAGES, max_size=8), data=st.data())
+def test_views_of_a_history_encode_as_the_whole_list_in_any_order(
+    ledger: list[CoreMessage], data: st.DataObject
+) -> None:
+    views = data.draw(st.lists(st.integers(0, len(ledger)), min_size=1, max_size=6))
+    for n in views:
+        assert view_body(ledger, n) == whole_body(ledger[:n])
+
+
+def test_a_growing_history_merges_across_calls_without_changing_earlier_bodies() -> None:
+    ledger: list[CoreMessage] = [UserMessage("北京和上海哪个更暖和?")]
+    bodies = []
+    for message in [
+        AssistantMessage([Text("查一下。"), BJ_CALL]),
+        ToolResults([ToolResult(BJ_CALL.id, "26")]),
+        UserMessage("请总结。"),  # joins the tool results' user message
+        AssistantMessage([Text(" ")]),  # dropped, so the next prompt joins the last one again
+        UserMessage("还在吗?"),
+    ]:
+        ledger.append(message)
+        bodies.append((len(ledger), copy.deepcopy(body := view_body(ledger, len(ledger))), body))
+    for n, snapshot, body in bodies:
+        assert body == snapshot == whole_body(ledger[:n])
+    assert bodies[-1][1]["messages"][-1]["content"] == [
+        {"type": "tool_result", "tool_use_id": BJ_CALL.id, "content": "26"},
+        {"type": "text", "text": "请总结。"},
+        {"type": "text", "text": "还在吗?"},
+    ]
+
+
+def test_a_new_history_never_gets_an_encoding_of_one_that_died() -> None:
+    """New lists soon take the addresses of dead ones; ending with the same reply must not
+    make one history look like the continuation of another."""
+    reply = AssistantMessage([Text("同一个回答")])
+    for i in range(200):
+        ledger: list[CoreMessage] = [UserMessage(f"question {i}"), reply]
+        assert view_body(ledger, 2) == whole_body(ledger)
+
+
+def test_histories_sharing_their_last_message_keep_their_own_beginnings() -> None:
+    shared = AssistantMessage([Text("同一个回答")])
+    first: list[CoreMessage] = [UserMessage("one"), shared]
+    second: list[CoreMessage] = [UserMessage("two"), shared]
+    assert view_body(first, 2) == whole_body(first)
+    assert view_body(second, 2) == whole_body(second)
+    assert view_body(first, 2) == whole_body(first)
+
+
+def test_a_ledger_whose_last_encoded_message_was_replaced_is_encoded_anew() -> None:
+    ledger: list[CoreMessage] = [UserMessage("one"), AssistantMessage([Text("a")])]
+    view_body(ledger, 2)
+    ledger[1] = AssistantMessage([Text("b")])
+    ledger.append(UserMessage("two"))
+    assert view_body(ledger, 3) == whole_body(ledger)
+
+
+def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() -> None:
+    ledger: list[CoreMessage] = [UserMessage("q"), AssistantMessage([Text("a")])]
+    body = view_body(ledger, 2)
+    body["messages"].append({"role": "user", "content": "injected"})
+    body["messages"].pop(0)
+    body["model"] = "other"
+    ledger.append(UserMessage("next"))
+    assert view_body(ledger, 3) == whole_body(ledger)
+
+
+def test_bodies_of_one_history_share_its_message_entries_until_it_is_forgotten() -> None:
+    """The documented rule: entries are reused (read-only), and only for recent histories."""
+    ledger: list[CoreMessage] = [UserMessage("q"), AssistantMessage([Text("a"), BJ_CALL])]
+    before = view_body(ledger, 2)["messages"]
+    ledger.append(ToolResults([ToolResult(BJ_CALL.id, "26")]))
+    after = view_body(ledger, 3)["messages"]
+    assert after[1] is before[1]
+    for i in range(100):
+        view_body([UserMessage(f"other {i}")], 1)
+    ledger.append(UserMessage("go on"))
+    assert view_body(ledger, 4)["messages"][1] is not before[1]
+    assert view_body(ledger, 4) == whole_body(ledger)
+
+
+def test_threads_encoding_views_of_one_history_each_get_its_body() -> None:
+    ledger: list[CoreMessage] = [UserMessage("q")]
+    for i in range(30):
+        call = ToolCall(f"c{i}", "get_weather", {"i": i})
+        ledger += [
+            AssistantMessage([Text(f"t{i}"), call]),
+            ToolResults([ToolResult(call.id, "ok")]),
+        ]
+    expected = {n: whole_body(ledger[:n]) for n in range(len(ledger) + 1)}
+    wrong: list[object] = []
+
+    def work(order: list[int]) -> None:
+        try:
+            wrong.extend(n for n in order if view_body(ledger, n) != expected[n])
+        except Exception as exc:
+            wrong.append(exc)
+
+    orders = [list(range(len(ledger) + 1)), list(range(len(ledger), -1, -1))] * 2
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(order,)) for order in orders]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []

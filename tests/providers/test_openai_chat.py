@@ -954,3 +954,81 @@ def test_fixture_replays_through_the_loop_with_the_recorded_requests(name: str) 
     assert exchanges == []
     assert finish is not None
     assert (finish.reason, loop.state.usage) == OUTCOMES[name]
+
+
+# -- encoding a growing history: each call reuses what the last one encoded ---------------------
+
+from turnstile.core import History, Message  # noqa: E402
+
+CACHE_PARTS = st.one_of(
+    st.builds(Text, st.sampled_from(["", "看看"])),
+    st.builds(Thinking, st.just("想"), signature=st.just("sig")),
+    st.builds(
+        ToolCall,
+        st.sampled_from(["call_1", "call_2"]),
+        st.just("get_weather"),
+        st.fixed_dictionaries({"city": st.sampled_from(["北京", "上海"])}),
+        raw_arguments=st.sampled_from([None, '{"city": "北']),
+    ),
+)
+CACHE_MESSAGES = st.one_of(
+    st.builds(UserMessage, st.sampled_from(["q", "继续"])),
+    st.builds(AssistantMessage, st.lists(CACHE_PARTS, max_size=3)),
+    st.builds(
+        ToolResults,
+        st.lists(st.builds(ToolResult, st.sampled_from(["call_1", "call_2"]), st.just("ok"))),
+    ),
+)
+
+
+def whole_body(messages: list[Message], system: str | None = "s") -> dict[str, Any]:
+    """The body of a plain list of messages, which is never cached: the reference."""
+    return openai_chat.encode(ModelRequest(system, list(messages), (), 100), model="m")
+
+
+def view_body(ledger: list[Message], n: int, system: str | None = "s") -> dict[str, Any]:
+    """The body of the first `n` messages of `ledger` as the loop sends them (a `History`)."""
+    return openai_chat.encode(ModelRequest(system, History(ledger, n), (), 100), model="m")
+
+
+@settings(max_examples=150, deadline=None)
+@given(ledger=st.lists(CACHE_MESSAGES, max_size=8), data=st.data())
+def test_views_of_a_history_encode_as_the_whole_list_in_any_order(
+    ledger: list[Message], data: st.DataObject
+) -> None:
+    views = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, len(ledger)), st.sampled_from([None, "s", "t"])), min_size=1
+        )
+    )
+    for n, system in views:
+        assert view_body(ledger, n, system) == whole_body(ledger[:n], system)
+
+
+def test_a_new_history_never_gets_an_encoding_of_one_that_died() -> None:
+    """New lists soon take the addresses of dead ones; ending with the same reply must not
+    make one history look like the continuation of another."""
+    reply = AssistantMessage([Text("同一个回答")])
+    for i in range(200):
+        ledger: list[Message] = [UserMessage(f"question {i}"), reply]
+        assert view_body(ledger, 2) == whole_body(ledger)
+
+
+def test_histories_sharing_their_last_message_keep_their_own_beginnings() -> None:
+    shared = AssistantMessage([Text("同一个回答")])
+    first: list[Message] = [UserMessage("one"), shared]
+    second: list[Message] = [UserMessage("two"), shared]
+    assert view_body(first, 2) == whole_body(first)
+    assert view_body(second, 2) == whole_body(second)
+    assert view_body(first, 2) == whole_body(first)
+
+
+def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() -> None:
+    call = ToolCall("call_1", "get_weather", {"city": "北京"})
+    ledger: list[Message] = [UserMessage("q"), AssistantMessage([call])]
+    body = view_body(ledger, 2)
+    body["messages"].append({"role": "user", "content": "injected"})
+    del body["messages"][:2]
+    ledger.append(ToolResults([ToolResult(call.id, "26")]))
+    assert view_body(ledger, 3) == whole_body(ledger)
+    assert view_body(ledger, 2) == whole_body(ledger[:2])

@@ -1185,3 +1185,94 @@ def test_a_stream_split_anywhere_adds_up_to_its_final_response(
     for d in deltas:
         if type(d) is ArgumentsDelta:
             assert d.call_id == result.content[d.index].id  # type: ignore[union-attr]
+
+
+# -- encoding a growing history: each call reuses what the last one encoded ---------------------
+
+from turnstile.core import History, Message  # noqa: E402
+
+REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}
+CACHE_PARTS = st.one_of(
+    st.builds(Text, st.sampled_from(["", "看看"])),
+    st.builds(Thinking, st.just("想"), provider_data=st.sampled_from([None, REASONING])),
+    st.builds(
+        ToolCall,
+        st.sampled_from(["call_1", "call_2"]),
+        st.just("get_weather"),
+        st.fixed_dictionaries({"city": st.sampled_from(["北京", "上海"])}),
+        provider_data=st.sampled_from(
+            [None, {"id": "fc_1"}, {"id": "fc_1", "arguments": '{"city": "北京"}'}]
+        ),
+    ),
+)
+CACHE_MESSAGES = st.one_of(
+    st.builds(UserMessage, st.sampled_from(["q", "继续"])),
+    st.builds(AssistantMessage, st.lists(CACHE_PARTS, max_size=3)),
+    st.builds(
+        ToolResults,
+        st.lists(st.builds(ToolResult, st.sampled_from(["call_1", "call_2"]), st.just("ok"))),
+    ),
+)
+
+
+def whole_body(messages: list[Message]) -> dict[str, Any]:
+    """The body of a plain list of messages, which is never cached: the reference."""
+    return encode(ModelRequest("s", list(messages), (), 100), model="m")
+
+
+def view_body(ledger: list[Message], n: int) -> dict[str, Any]:
+    """The body of the first `n` messages of `ledger` as the loop sends them (a `History`)."""
+    return encode(ModelRequest("s", History(ledger, n), (), 100), model="m")
+
+
+@settings(max_examples=150, deadline=None)
+@given(ledger=st.lists(CACHE_MESSAGES, max_size=8), data=st.data())
+def test_views_of_a_history_encode_as_the_whole_list_in_any_order(
+    ledger: list[Message], data: st.DataObject
+) -> None:
+    views = data.draw(st.lists(st.integers(0, len(ledger)), min_size=1, max_size=6))
+    for n in views:
+        assert view_body(ledger, n) == whole_body(ledger[:n])
+
+
+def test_a_new_history_never_gets_an_encoding_of_one_that_died() -> None:
+    """New lists soon take the addresses of dead ones; ending with the same reply must not
+    make one history look like the continuation of another."""
+    reply = AssistantMessage([Text("同一个回答")])
+    for i in range(200):
+        ledger: list[Message] = [UserMessage(f"question {i}"), reply]
+        assert view_body(ledger, 2) == whole_body(ledger)
+
+
+def test_histories_sharing_their_last_message_keep_their_own_beginnings() -> None:
+    shared = AssistantMessage([Text("同一个回答")])
+    first: list[Message] = [UserMessage("one"), shared]
+    second: list[Message] = [UserMessage("two"), shared]
+    assert view_body(first, 2) == whole_body(first)
+    assert view_body(second, 2) == whole_body(second)
+    assert view_body(first, 2) == whole_body(first)
+
+
+def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() -> None:
+    call = ToolCall("call_1", "get_weather", {"city": "北京"}, provider_data={"id": "fc_1"})
+    ledger: list[Message] = [
+        UserMessage("q"),
+        AssistantMessage([Thinking("想", provider_data=REASONING), call]),
+    ]
+    body = view_body(ledger, 2)
+    body["input"].append({"type": "message", "role": "user", "content": "injected"})
+    body["input"].pop(0)
+    body["include"].clear()
+    ledger.append(ToolResults([ToolResult(call.id, "26")]))
+    assert view_body(ledger, 3) == whole_body(ledger)
+
+
+def test_reasoning_items_in_bodies_are_copies_of_the_message_s_own() -> None:
+    thinking = Thinking(
+        "想", provider_data={**REASONING, "summary": [{"type": "summary_text", "text": "想"}]}
+    )
+    ledger: list[Message] = [UserMessage("q"), AssistantMessage([thinking])]
+    item = view_body(ledger, 2)["input"][1]
+    assert item == thinking.provider_data
+    assert item is not thinking.provider_data
+    assert item["summary"] is not thinking.provider_data["summary"]
