@@ -11,7 +11,7 @@ import platform
 import sys
 from datetime import date
 
-from . import core, peers, providers
+from . import core, executors, peers, providers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small N, one repetition (for CI)")
     args = p.parse_args(argv)
     sizes, times = ([10, 50], 1) if args.quick else ([10, 100, 1000], 9)
-    rows = core.rows(sizes, times) + providers.rows(sizes, times)
+    rows = core.rows(sizes, times) + providers.rows(sizes, times) + executors.rows(sizes, times)
     if args.quick:
         rows.append(
             ("peers", "", "skipped in --quick (importing them alone takes seconds)", "", "")

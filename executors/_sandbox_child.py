@@ -1,4 +1,5 @@
-"""The tool's process: once confined, import the tool by path, `invoke` it, write one `Result`.
+"""The tool's process: wait for the call, confine itself, import the tool by path, `invoke` it,
+write one `Result`.
 
 Argument checking and error messages are `Tool.invoke`'s own; an exception that a sandbox limit
 probably caused gets that limit appended. Nothing of the tool runs before confinement, not even
@@ -7,20 +8,25 @@ its module's import.
 
 from __future__ import annotations
 
-__all__ = ["run"]
+__all__ = ["serve"]
 
+import contextlib
 import os
+import signal
+import socket
 import sys
 from typing import Any, NoReturn
 
 from turnstile.core import Tool, ToolOutcome, ToolSpec
 
-from ._sandbox_confine import RESULT_FD, confine, plumb
+from ._sandbox_confine import RESULT_FD, confine, plumb, rehearse
 from ._sandbox_layers import LAYERS, Layer
 from ._sandbox_limits import SandboxLimits
+from ._sandbox_linux import set_parent_death_signal
 from ._sandbox_refs import resolve
 from ._sandbox_verdict import exception_hint, too_large_message
-from ._sandbox_wire import Call, Message, Report, Result, frame
+from ._sandbox_view import show
+from ._sandbox_wire import Call, Message, Report, Result, frame, receive
 
 
 class _HintingTool(Tool):
@@ -59,6 +65,22 @@ def _invoke(call: Call) -> Result:
     return Result(outcome.content, outcome.is_error)
 
 
+def _stand_in(text: str) -> str:
+    """What `_rehearse` runs in place of a tool."""
+    return text
+
+
+def _rehearse() -> None:
+    """While the tree waits for its call, take on a stand-in of ours the steps a call takes
+    (setting its environment, and all once its tool is loaded): their first run in a freshly
+    forked process (copy-on-write faults, the interpreter specializing its code) is then paid
+    before the call, not in it."""
+    rehearse()
+    stand_in = _HintingTool(_stand_in, ToolSpec("stand_in"), SandboxLimits())
+    outcome = stand_in.invoke({"text": "ready"})
+    frame(Result(outcome.content, outcome.is_error))
+
+
 def _write(message: Message) -> None:
     data = memoryview(frame(message))
     while data:
@@ -74,15 +96,42 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def run(
-    call: Call, wanted: set[str], layers: dict[str, Layer], result_fd: int, output_fd: int
+def _show_workdir(call: Call, covers: dict[str, int], layers: dict[str, Layer]) -> None:
+    """In the call's mount namespace (which shows what the call needs), show its work dir."""
+    try:
+        covered = show(call.workdir, covers)
+    except OSError as e:
+        layers["mount_namespace"] = Layer(False, e.strerror or str(e))
+        return
+    if covered:
+        detail = f"{layers['mount_namespace'].detail}; {covered} hidden but for the work dir"
+        layers["mount_namespace"] = Layer(True, detail)
+
+
+def serve(
+    sock: socket.socket, made: dict[str, Layer], covers: dict[str, int], ahead: bool
 ) -> NoReturn:
-    """Confine this freshly forked process (the launcher already recorded its own `layers`),
-    then run the call or, for a probe, report the layers; exits, never returns."""
+    """Wait on `sock` for the call and its result and output pipes, confine this process (the
+    launcher and init recorded the layers they `made`, and the `covers` of its mount
+    namespace), then run the call or, for a probe, report the layers; exits, never returns.
+    Made `ahead` of its call, it rehearses while it waits."""
+    set_parent_death_signal(signal.SIGKILL)
+    if ahead:
+        with contextlib.suppress(Exception):  # it would only have saved time
+            _rehearse()
+    call, fds = receive(sock) or (None, [])
+    sock.close()
+    if not isinstance(call, Call) or len(fds) != 2:
+        os._exit(0)  # the launcher let this tree go unused
+    result_fd, output_fd = fds
+    wanted = set(LAYERS) if call.probe else set(call.layers)
+    layers = {name: layer for name, layer in made.items() if name in wanted}
     me = os.getpid()
     code = 0
     try:
-        plumb(result_fd, output_fd)
+        if layers.get("mount_namespace", Layer(False, "")).in_force:
+            _show_workdir(call, covers, layers)
+        plumb(result_fd, output_fd)  # closes the covers' handles too
         ready = all(layer.in_force for layer in layers.values())
         ready = confine(call, wanted, layers) and ready
         if call.probe:

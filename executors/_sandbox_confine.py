@@ -7,7 +7,7 @@ uid changes), and seccomp comes last so that it need not allow the steps before 
 
 from __future__ import annotations
 
-__all__ = ["confine", "plumb"]
+__all__ = ["confine", "plumb", "rehearse"]
 
 import os
 import resource
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from . import _sandbox_landlock as landlock
 from . import _sandbox_seccomp as seccomp
 from ._sandbox_layers import Layer
-from ._sandbox_linux import limit_malloc_arenas, no_new_privs
+from ._sandbox_linux import no_new_privs
 from ._sandbox_view import interpreter_paths, unreadable
 from ._sandbox_wire import Call
 
@@ -36,9 +36,19 @@ def plumb(result_fd: int, output_fd: int) -> None:
     os.closerange(RESULT_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _scrub_env(call: Call) -> str:
+def _environment(home: str) -> None:
     os.environ.clear()
-    os.environ.update(PATH=_PATH, HOME=call.workdir, TMPDIR=call.workdir, LANG="C.UTF-8")
+    os.environ.update(PATH=_PATH, HOME=home, TMPDIR=home, LANG="C.UTF-8")
+
+
+def rehearse() -> None:
+    """Set a call's environment with "/" for its work dir, in a process waiting for its call:
+    the first change to the environment after a fork is slow, the call's own is then not."""
+    _environment("/")
+
+
+def _scrub_env(call: Call) -> str:
+    _environment(call.workdir)
     os.chdir(call.workdir)
     return "only PATH, HOME, TMPDIR and LANG; HOME and cwd are the work dir"
 
@@ -53,7 +63,6 @@ def _set(which: int, soft: int, hard: int | None = None) -> None:
 
 def _rlimits(call: Call) -> str:
     limits = call.limits
-    limit_malloc_arenas(2)
     _set(resource.RLIMIT_AS, limits.memory_bytes)
     _set(resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1)
     _set(resource.RLIMIT_FSIZE, limits.file_bytes)

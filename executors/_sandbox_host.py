@@ -22,7 +22,7 @@ from turnstile.core import ToolOutcome
 
 from ._sandbox_limits import SandboxLimits
 from ._sandbox_verdict import exit_message, killed_message, stray_message, too_large_message
-from ._sandbox_wire import Call, Done, Exited, Kill, Message, Result, decode_first, receive, send
+from ._sandbox_wire import Call, Done, Kill, Message, Prepare, Result, decode_first, receive, send
 
 # The package's __init__ imports every executor (trio among them) and the launcher needs none:
 # it imports its own modules under a bare package object, then drops that object so a tool
@@ -48,9 +48,10 @@ def host_sys_path() -> tuple[str, ...]:
 
 
 class Launcher:
-    """A launcher process (see `_sandbox_launcher`) and the socket to talk to it."""
+    """A launcher process (see `_sandbox_launcher`) and the socket to talk to it; told to
+    `prepare`, it keeps each next call's process tree made ahead."""
 
-    def __init__(self, sys_path: tuple[str, ...]) -> None:
+    def __init__(self, sys_path: tuple[str, ...], prepare: Prepare | None = None) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         flags = ["-B"] if sys.dont_write_bytecode else []
         argv = [sys.executable, "-I", *flags, "-c", _BOOT, str(theirs.fileno())]
@@ -67,6 +68,8 @@ class Launcher:
         finally:
             theirs.close()
         self.sock = ours
+        if prepare is not None:
+            send(ours, prepare)
 
     def close(self) -> None:
         """Hang up; the launcher exits on its own, or is killed after a grace period."""
@@ -94,7 +97,6 @@ class Exchange:
     the call wrote to stdout/stderr."""
 
     result: Message | None = None
-    exited: Message | None = None
     done: Done | None = None
     reason: str | None = None
     output: bytes = b""
@@ -114,10 +116,8 @@ class Exchange:
             if self.done is not None and self.done.strays:
                 return ToolOutcome(stray_message(name, self.result.content), True)
             return ToolOutcome(self.result.content, self.result.is_error)
-        if isinstance(self.exited, Exited):
-            return ToolOutcome(
-                exit_message(name, self.exited.wait_status, limits, self.output), True
-            )
+        if self.done is not None and self.done.wait_status is not None:
+            return ToolOutcome(exit_message(name, self.done.wait_status, limits, self.output), True)
         return ToolOutcome(f"the sandbox failed to run {name}", True)
 
 
@@ -125,28 +125,25 @@ def exchange(launcher: Launcher, call: Call, wall_s: float) -> Exchange:
     """Run `call` on `launcher` and collect everything the call sent back."""
     result_r, result_w = os.pipe()
     output_r, output_w = os.pipe()
-    status_r, status_w = os.pipe()
     try:
-        send(launcher.sock, call, (result_w, output_w, status_w))
+        send(launcher.sock, call, (result_w, output_w))
     finally:
-        for fd in (result_w, output_w, status_w):
-            os.close(fd)
+        os.close(result_w)
+        os.close(output_w)
     try:
-        return _watch(launcher, call, wall_s, result_r, output_r, status_r)
+        return _watch(launcher, call, wall_s, result_r, output_r)
     finally:
-        for fd in (result_r, output_r, status_r):
-            os.close(fd)
+        os.close(result_r)
+        os.close(output_r)
 
 
-def _watch(
-    launcher: Launcher, call: Call, wall_s: float, result_r: int, output_r: int, status_r: int
-) -> Exchange:
+def _watch(launcher: Launcher, call: Call, wall_s: float, result_r: int, output_r: int) -> Exchange:
     out = Exchange()
-    buffers = {result_r: bytearray(), status_r: bytearray()}
+    result = bytearray()
     written = 0
     tail = bytearray()
     selector = selectors.DefaultSelector()
-    for fd in (result_r, output_r, status_r, launcher.sock.fileno()):
+    for fd in (result_r, output_r, launcher.sock.fileno()):
         selector.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + wall_s
 
@@ -189,11 +186,10 @@ def _watch(
                     tail = (tail + data)[-_TAIL:]
                     if written > call.limits.output_bytes:
                         stop("output")
-                elif len(buffers[fd]) <= call.limits.output_bytes + _FRAMING:
-                    buffers[fd] += data
+                elif len(result) <= call.limits.output_bytes + _FRAMING:
+                    result += data
                 else:
                     stop("result")
-    out.result = decode_first(bytes(buffers[result_r]))
-    out.exited = decode_first(bytes(buffers[status_r]))
+    out.result = decode_first(bytes(result))
     out.output = bytes(tail)
     return out

@@ -2,14 +2,21 @@
 
 The host starts it (`python -I -c BOOT`) in its own session with a scrubbed environment, then
 sends `Call`s over a unix socket. A cold sandbox uses a launcher for one call; a warm one keeps
-it and forks from it again, which costs a fork instead of an interpreter start. Per call:
+it and forks from it again. Per call:
 
     launcher ─ fork ─> init (pid 1 of a new pid namespace; new mount and net namespaces)
-                        └─ fork ─> tool process (confined, then runs the tool)
+                        └─ fork ─> tool process (waits for its call, confines itself, runs it)
 
-When the tool's process exits, init exits, and the kernel kills whatever is left in the
-namespace. `Kill` from the host SIGKILLs init (same effect). Without pid namespaces the launcher
-is a child subreaper instead, so orphans come back to it and are killed before `Done`.
+A tree is made before it is handed its call, and serves that one call only. A launcher told to
+`Prepare` (a warm one) makes the next call's tree while the current call runs, so a call costs
+a hand-over instead of two forks and three namespaces; nothing in a tree runs tool code before
+the tool process has confined itself for its call.
+
+When the tool's process exits, init tells the launcher how it ended and whether anything else
+was left, then exits; the kernel kills whatever is left in the namespace. The launcher answers
+`Done` as soon as init is alone in it. `Kill` from the host SIGKILLs init (same effect).
+Without pid namespaces the launcher is a child subreaper instead: orphans come back to it and
+are killed before `Done`, and trees are made only when their call comes.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import contextlib
 import errno
 import gc
 import os
+import resource
 import select
 import signal
 import socket
@@ -32,6 +40,7 @@ from ._sandbox_linux import (
     CLONE_NEWNS,
     CLONE_NEWPID,
     children,
+    limit_malloc_arenas,
     mount_proc,
     private_mounts,
     set_child_subreaper,
@@ -40,9 +49,12 @@ from ._sandbox_linux import (
     unshare,
 )
 from ._sandbox_view import reveal
-from ._sandbox_wire import Call, Done, Exited, Kill, frame, receive, send
+from ._sandbox_wire import Call, Done, Exited, Kill, Prepare, frame, receive, send
 
-_STRAYS = 3  # init's exit code when processes outlived the tool's
+_NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace")
+
+_Kind = tuple[frozenset[str], tuple[str, ...]]
+"""What a tree is made for: its namespaces, and the paths its mount namespace shows."""
 
 
 def _failed(e: OSError) -> Layer:
@@ -63,6 +75,10 @@ def _own_layers() -> dict[str, Layer]:
     return layers
 
 
+def _kind(layers: tuple[str, ...], needed: tuple[str, ...]) -> _Kind:
+    return frozenset(name for name in _NAMESPACES if name in layers), needed
+
+
 def _still_running() -> bool:
     """Reap exited children; True if any child is still running."""
     while True:
@@ -74,43 +90,136 @@ def _still_running() -> bool:
             return True
 
 
-def _init(call: Call, wanted: set[str], layers: dict[str, Layer], fds: list[int]) -> None:
-    """The call's init: finish the namespaces, fork the tool's process, wait for it, and say
-    how it ended. Its exit makes the kernel kill the rest of the pid namespace."""
+def _keep_only(*fds: int) -> None:
+    """Close every inherited descriptor above stderr but `fds`."""
+    low = 3
+    for fd in sorted(fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def _init(kind: _Kind, layers: dict[str, Layer], up: int, down: int, ahead: bool) -> None:
+    """A call's init: finish the namespaces, fork the tool's process (which waits on `down`
+    for its call), wait for it, and tell the launcher on `up` how it ended. Its exit makes
+    the kernel kill the rest of the pid namespace."""
+    namespaces, needed = kind
     set_parent_death_signal(signal.SIGKILL)
-    if "mount_namespace" in wanted:
+    covers: dict[str, int] = {}
+    if "mount_namespace" in namespaces:
         try:
             if not layers.get("pid_namespace", Layer(False, "")).in_force:
                 raise OSError("needs pid_namespace")
             unshare(CLONE_NEWNS)
             private_mounts()
-            covered = reveal([*call.needed, call.workdir])
+            covers = reveal(needed)
             mount_proc()
             detail = "private /proc: only the call's processes"
-            if covered:
-                detail += f"; {', '.join(covered)} hidden but for the paths the call needs"
+            if covers:
+                detail += f"; {', '.join(covers)} hidden but for the paths the call needs"
             layers["mount_namespace"] = Layer(True, detail)
         except OSError as e:
             layers["mount_namespace"] = _failed(e)
-    if "network_namespace" in wanted:
+    if "network_namespace" in namespaces:
         try:
             unshare(CLONE_NEWNET)
             layers["network_namespace"] = Layer(True, "no interface but a loopback that is down")
         except OSError as e:
             layers["network_namespace"] = _failed(e)
-    result_fd, output_fd, status_fd = fds
     pid = os.fork()
     if pid == 0:
-        os.close(status_fd)
-        child.run(call, wanted, layers, result_fd, output_fd)
-    os.close(result_fd)
-    os.close(output_fd)
+        os.close(up)
+        child.serve(socket.socket(fileno=down), layers, covers, ahead)
+    os.close(down)
+    for handle in covers.values():
+        os.close(handle)
+    launcher = socket.socket(fileno=up)
+    frame(Exited(0, False))  # a first run, so that the one after the call is quicker
     while True:
         reaped, wait_status = os.waitpid(-1, 0)
         if reaped == pid:
             break
-    os.write(status_fd, frame(Exited(wait_status)))
-    os._exit(_STRAYS if _still_running() else 0)
+    send(launcher, Exited(wait_status, _still_running()))
+    os._exit(0)
+
+
+class _Tree:
+    """A call's init (`pid`) with the tool's process below it, made for calls of a `kind`;
+    `up` hears from init, `down` hands the call to the tool's process."""
+
+    def __init__(
+        self, kind: _Kind, pid_namespace: bool, pid: int, up: socket.socket, down: socket.socket
+    ) -> None:
+        self.kind = kind
+        self.pid_namespace = pid_namespace
+        self.pid = pid
+        self.pidfd = os.pidfd_open(pid)
+        self.up = up
+        self.down = down
+
+    def hand(self, call: Call, fds: list[int]) -> bool:
+        """Give the tool's process its call and the call's pipes (then closed here); False if
+        that process is gone (killed from outside while it waited)."""
+        try:
+            send(self.down, call, tuple(fds))
+        except OSError:
+            return False
+        for fd in fds:
+            os.close(fd)
+        self.down.close()
+        return True
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):  # init has just exited on its own
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def reap(self) -> None:
+        """Wait for init to exit (with a pid namespace: for the whole tree to be gone)."""
+        if self.pidfd >= 0:
+            os.waitpid(self.pid, 0)
+            os.close(self.pidfd)
+            self.pidfd = -1
+            self.up.close()
+            self.down.close()
+
+    def discard(self) -> None:
+        """Kill and reap a tree no call was handed."""
+        self.kill()
+        self.reap()
+
+
+def _make(
+    kind: _Kind, network: bool, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
+) -> _Tree:
+    """Fork a call's init (into a new pid namespace if wanted), which closes every descriptor
+    of the launcher's; a tree made `ahead` of its call readies itself while it waits."""
+    namespaces = kind[0]
+    with contextlib.suppress(OSError):
+        seccomp.compiled(network=network)  # once per launcher; every tree inherits the program
+    layers = dict(own)
+    up, init_up = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    down, init_down = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    in_namespace = False
+    if "pid_namespace" in namespaces:
+        try:
+            unshare(CLONE_NEWPID)
+            in_namespace = True
+            layers["pid_namespace"] = Layer(True, "the call's processes die with it")
+        except OSError as e:
+            layers["pid_namespace"] = _failed(e)
+    gc.freeze()  # fewer copy-on-write faults in the children: the collector leaves these be
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _keep_only(init_up.fileno(), init_down.fileno())
+            _init(kind, layers, init_up.detach(), init_down.detach(), ahead)
+        finally:
+            os._exit(70)
+    if in_namespace:
+        setns(own_pid_namespace, CLONE_NEWPID)
+    init_up.close()
+    init_down.close()
+    return _Tree(kind, in_namespace, pid, up, down)
 
 
 def _sweep() -> bool:
@@ -131,80 +240,110 @@ def _sweep() -> bool:
     return found
 
 
-def _supervise(sock: socket.socket, pid: int) -> tuple[bool, bool, bool]:
-    """Wait for the call's init, killing it on `Kill` or if the host goes away.
-    Returns (killed, strays, host gone)."""
-    pidfd = os.pidfd_open(pid)
+def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
+    """Wait for the call to end, killing it on `Kill` or if the host goes away. Returns the
+    `Done` to send and whether the host is gone; a tree left running (init alone in its pid
+    namespace, about to exit) is reaped by the caller."""
     poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    poller.register(sock, select.POLLIN)
-    killed = gone = False
-    try:
-        while not any(fd == pidfd for fd, _ in poller.poll()):
+    for fd in (tree.pidfd, sock.fileno(), tree.up.fileno()):
+        poller.register(fd, select.POLLIN)
+    killed = gone = exited = heard = False
+    ended: Exited | None = None
+    while not exited:
+        ready = {fd for fd, _ in poller.poll()}
+        exited = tree.pidfd in ready
+        if tree.up.fileno() in ready or (exited and not heard):
+            got = receive(tree.up)
+            poller.unregister(tree.up)
+            heard = True
+            ended = got[0] if got is not None and isinstance(got[0], Exited) else None
+            if ended is not None and tree.pid_namespace and not ended.strays:
+                break  # only init is left of the call, about to exit
+        if sock.fileno() in ready:
             got = receive(sock)
             for fd in [] if got is None else got[1]:
                 os.close(fd)
             if got is None or isinstance(got[0], Kill):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                tree.kill()
                 killed, gone = True, got is None
                 poller.unregister(sock)
-        _, wait_status = os.waitpid(pid, 0)
-    finally:
-        os.close(pidfd)
-    strays = os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == _STRAYS
-    return killed, _sweep() or strays, gone
+    strays = ended is not None and ended.strays
+    if exited:
+        tree.reap()
+        strays = (not tree.pid_namespace and _sweep()) or strays
+    wait_status = None if ended is None else ended.wait_status
+    return Done(killed, strays, wait_status), gone
 
 
-def _start(
-    sock: socket.socket,
-    call: Call,
-    fds: list[int],
-    own: dict[str, Layer],
-    own_pid_namespace: int,
-) -> int:
-    """Fork the call's init (into a new pid namespace if wanted); returns its pid."""
-    wanted = set(LAYERS) if call.probe else set(call.layers)
-    layers = {name: layer for name, layer in own.items() if name in wanted}
-    in_namespace = False
-    if "pid_namespace" in wanted:
-        try:
-            unshare(CLONE_NEWPID)
-            in_namespace = True
-            layers["pid_namespace"] = Layer(True, "the call's processes die with it")
-        except OSError as e:
-            layers["pid_namespace"] = _failed(e)
-    gc.freeze()  # fewer copy-on-write faults in the children: the collector leaves these be
-    pid = os.fork()
-    if pid == 0:
-        try:
-            sock.close()
-            os.close(own_pid_namespace)
-            _init(call, wanted, layers, fds)
-        finally:
-            os._exit(70)
-    if in_namespace:
-        setns(own_pid_namespace, CLONE_NEWPID)
-    return pid
+class _Trees:
+    """Makes the launcher's trees: one for each call as it comes or, once told to `prepare`,
+    the next one ahead of its call, while the current call runs. Only alongside calls in a pid
+    namespace: after a call without one the launcher sweeps up every child it has."""
+
+    def __init__(self) -> None:
+        limit_malloc_arenas(2)  # once, here, for every call's processes
+        self._own = _own_layers()
+        self._own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self._ahead: Prepare | None = None
+        self._ready: _Tree | None = None
+
+    def _make(self, kind: _Kind, network: bool, ahead: bool) -> _Tree:
+        return _make(kind, network, self._own, self._own_pid_namespace, ahead)
+
+    def _refill(self) -> None:
+        if self._ahead is not None and self._ready is None:
+            kind = _kind(self._ahead.layers, self._ahead.needed)
+            self._ready = self._make(kind, self._ahead.network, True)
+
+    def prepare(self, message: Prepare) -> None:
+        if "pid_namespace" in message.layers:
+            self.discard()
+            self._ahead = message
+            self._refill()
+
+    def start(self, call: Call, fds: list[int]) -> _Tree:
+        """Hand `call` to the ready tree if it was made for calls like it, else to a new one;
+        then make the next."""
+        kind = _kind(LAYERS if call.probe else call.layers, call.needed)
+        tree, self._ready = self._ready, None
+        if tree is None or tree.kind != kind or not tree.hand(call, fds):
+            if tree is not None:
+                tree.discard()
+            tree = self._make(kind, call.limits.network, False)
+            if not tree.hand(call, fds):
+                raise OSError(f"the tool process of a tree just made is gone (init {tree.pid})")
+        if tree.pid_namespace:
+            self._refill()
+        return tree
+
+    def after(self, tree: _Tree) -> None:
+        """Once a call is done: reap its init, and make the next tree if none is ready."""
+        tree.reap()
+        self._refill()
+
+    def discard(self) -> None:
+        if self._ready is not None:
+            self._ready.discard()
+            self._ready = None
 
 
 def main(sock_fd: int) -> None:
     """Serve calls from the host until it hangs up (or dies: the socket tells either way)."""
     sock = socket.socket(fileno=sock_fd)
-    own = _own_layers()
-    with contextlib.suppress(OSError):
-        seccomp.version()  # loads libseccomp here, once, for every call's process to inherit
-    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    trees = _Trees()
     while (got := receive(sock)) is not None:
         message, fds = got
+        if isinstance(message, Prepare):
+            trees.prepare(message)
         if not isinstance(message, Call):
             for fd in fds:
                 os.close(fd)
             continue
-        pid = _start(sock, message, fds, own, own_pid_namespace)
-        for fd in fds:
-            os.close(fd)
-        killed, strays, gone = _supervise(sock, pid)
+        tree = trees.start(message, fds)
+        done, gone = _supervise(sock, tree)
         if gone:
             break
-        send(sock, Done(killed, strays))
+        send(sock, done)
+        trees.after(tree)
+    trees.discard()
     os._exit(0)  # nothing to finalize; spares the host's wait

@@ -12,6 +12,7 @@ __all__ = [
     "CLONE_NEWPID",
     "bind",
     "children",
+    "install_seccomp_filter",
     "libc",
     "limit_malloc_arenas",
     "mount_proc",
@@ -39,6 +40,8 @@ _MS_REC = 0x4000
 _MS_PRIVATE = 0x40000
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
 _M_ARENA_MAX = -8
@@ -79,6 +82,28 @@ def set_child_subreaper() -> None:
 def no_new_privs() -> None:
     """No exec may gain privileges again (setuid bits, file caps); Landlock needs it."""
     _prctl(_PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_seccomp_filter(program: bytes) -> None:
+    """Install a seccomp BPF `program` (8-byte instructions) on this thread, setting
+    no_new_privs first as `seccomp_load` does; like it, without flags."""
+    no_new_privs()
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
+    _check(
+        libc.prctl(
+            ctypes.c_int(_PR_SET_SECCOMP),
+            ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+            ctypes.byref(fprog),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        ),
+        "prctl(PR_SET_SECCOMP)",
+    )
 
 
 def bind(source: str, target: str) -> None:

@@ -7,32 +7,35 @@ __all__ = ["Pool"]
 import threading
 
 from ._sandbox_host import Launcher
+from ._sandbox_wire import Prepare
 
 
 class Pool:
-    """Keeps up to `warm` idle launchers, started ahead of need. A call takes an idle one, or
-    starts a new one; afterwards a healthy launcher goes back if there is room, else it is
-    closed. With `warm=0` every call has a fresh launcher (and interpreter) of its own."""
+    """Keeps up to `warm` idle launchers, started ahead of need, each keeping its next call's
+    process tree ready (`prepare`). A call takes an idle one, or starts a new one; afterwards
+    a healthy launcher goes back if there is room, else it is closed. With `warm=0` every call
+    has a fresh launcher (and interpreter) of its own."""
 
-    def __init__(self, sys_path: tuple[str, ...], warm: int) -> None:
+    def __init__(self, sys_path: tuple[str, ...], warm: int, prepare: Prepare) -> None:
         if warm < 0:
             raise ValueError("warm must be 0 (cold) or a number of launchers to keep")
         self._sys_path = sys_path
         self._warm = warm
+        self._prepare = prepare if warm else None
         self._lock = threading.Lock()
         self._closed = False
-        self._idle = [Launcher(sys_path) for _ in range(warm)]
+        self._idle = [Launcher(sys_path, self._prepare) for _ in range(warm)]
 
     def acquire(self) -> Launcher:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the sandbox is closed")
             while self._idle:
-                launcher = self._idle.pop()
+                launcher = self._idle.pop(0)  # idle longest: likeliest to have its tree ready
                 if launcher.process.poll() is None:
                     return launcher
                 launcher.kill()  # died while idle (killed from outside): reap it
-        return Launcher(self._sys_path)
+        return Launcher(self._sys_path, self._prepare)
 
     def release(self, launcher: Launcher, healthy: bool) -> None:
         with self._lock:

@@ -4,16 +4,23 @@ It refuses what a tool never needs and an escape often does: debugging other pro
 namespaces and mounts, kernel keyrings, BPF, io_uring (which bypasses the filter), loading
 modules, faking terminal input; and, without network, creating IP or packet sockets. Other
 architectures' syscall tables are refused by libseccomp's default (the process is killed).
+
+libseccomp compiles the rules to a BPF program once per process tree (`compiled`, which the
+launcher calls before it forks); each call's process then installs that same program, as
+`seccomp_load` would, with one `prctl`.
 """
 
 from __future__ import annotations
 
-__all__ = ["load", "version"]
+__all__ = ["compiled", "load", "version"]
 
 import ctypes
 import errno
 import functools
+import os
 import termios
+
+from ._sandbox_linux import install_seccomp_filter
 
 _ALLOW = 0x7FFF0000
 _CMP_EQ = 4
@@ -60,7 +67,7 @@ def _library() -> ctypes.CDLL:
         ctypes.c_uint,
         ctypes.POINTER(_ArgCmp),
     ]
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_version.restype = ctypes.POINTER(_Version)
@@ -68,8 +75,7 @@ def _library() -> ctypes.CDLL:
 
 
 def version() -> str:
-    """libseccomp's version, e.g. "2.5.4"; `OSError` if it cannot be loaded (loading it once
-    in the launcher spares every call's process the cost)."""
+    """libseccomp's version, e.g. "2.5.4"; `OSError` if it cannot be loaded."""
     v = _library().seccomp_version().contents
     return f"{v.major}.{v.minor}.{v.micro}"
 
@@ -78,12 +84,8 @@ def _errno_action(code: int) -> int:
     return 0x00050000 | code
 
 
-def load(*, network: bool) -> str:
-    """Install the filter on this process (inherited by all it starts); says what it refuses."""
-    lib = _library()
-    ctx = lib.seccomp_init(_ALLOW)
-    if not ctx:
-        raise OSError(errno.ENOMEM, "seccomp_init failed")
+def _rules(lib: ctypes.CDLL, ctx: int, network: bool) -> int:
+    """Add the filter's rules to `ctx`; returns how many syscalls are refused outright."""
 
     def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> bool:
         number = lib.seccomp_syscall_resolve_name(name.encode())
@@ -95,20 +97,44 @@ def load(*, network: bool) -> str:
             raise OSError(-result, f"seccomp rule for {name}: {errno.errorcode.get(-result)}")
         return True
 
+    eperm = _errno_action(errno.EPERM)
+    denied = sum(rule(eperm, name) for name in _DENIED)
+    rule(_errno_action(errno.ENOSYS), "clone3")  # glibc then falls back to clone
+    for flag in _NAMESPACE_FLAGS:
+        rule(eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
+    rule(eperm, "ioctl", (1, _CMP_EQ, termios.TIOCSTI, 0))
+    if not network:
+        for family in _IP_FAMILIES:
+            rule(_errno_action(errno.ENETUNREACH), "socket", (0, _CMP_EQ, family, 0))
+    return denied
+
+
+@functools.cache
+def compiled(*, network: bool) -> tuple[bytes, str]:
+    """The filter as a BPF program (libseccomp's `seccomp_export_bpf`), and what it refuses.
+    Cached: a process that forks calls it first, so that its children only install it."""
+    lib = _library()
+    ctx = lib.seccomp_init(_ALLOW)
+    if not ctx:
+        raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
-        eperm = _errno_action(errno.EPERM)
-        denied = sum(rule(eperm, name) for name in _DENIED)
-        rule(_errno_action(errno.ENOSYS), "clone3")  # glibc then falls back to clone
-        for flag in _NAMESPACE_FLAGS:
-            rule(eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
-        rule(eperm, "ioctl", (1, _CMP_EQ, termios.TIOCSTI, 0))
-        if not network:
-            for family in _IP_FAMILIES:
-                rule(_errno_action(errno.ENETUNREACH), "socket", (0, _CMP_EQ, family, 0))
-        result = lib.seccomp_load(ctx)
-        if result < 0:
-            raise OSError(-result, f"seccomp_load: {errno.errorcode.get(-result)}")
+        denied = _rules(lib, ctx, network)
+        fd = os.memfd_create("seccomp-bpf", os.MFD_CLOEXEC)
+        try:
+            result = lib.seccomp_export_bpf(ctx, fd)
+            if result < 0:
+                raise OSError(-result, f"seccomp_export_bpf: {errno.errorcode.get(-result)}")
+            program = os.pread(fd, os.fstat(fd).st_size, 0)
+        finally:
+            os.close(fd)
     finally:
         lib.seccomp_release(ctx)
     sockets = "" if network else ", IP sockets"
-    return f"libseccomp {version()}: {denied} syscalls, namespaces{sockets}"
+    return program, f"libseccomp {version()}: {denied} syscalls, namespaces{sockets}"
+
+
+def load(*, network: bool) -> str:
+    """Install the filter on this process (inherited by all it starts); says what it refuses."""
+    program, detail = compiled(network=network)
+    install_seccomp_filter(program)
+    return detail

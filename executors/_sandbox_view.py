@@ -9,7 +9,7 @@ Whatever else it held (keys, configs) is not there at all for the call.
 
 from __future__ import annotations
 
-__all__ = ["interpreter_paths", "needed_paths", "reveal", "unreadable"]
+__all__ = ["interpreter_paths", "needed_paths", "reveal", "show", "unreadable"]
 
 import os
 import stat
@@ -59,28 +59,62 @@ def _outermost(paths: Iterable[str]) -> list[str]:
     return kept
 
 
-def reveal(paths: Iterable[str]) -> list[str]:
+def _bind_in(path: str, handle: int) -> None:
+    """Bind what `handle` (an O_PATH descriptor) refers to onto `path`, making the mount point."""
+    source = f"/proc/self/fd/{handle}"
+    if os.path.isdir(source):
+        os.makedirs(path, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        open(path, "a").close()
+    bind(source, path)
+
+
+def reveal(paths: Iterable[str]) -> dict[str, int]:
     """Cover each directory that hides a needed path with a tmpfs and bind the needed paths
-    back (root, in a private mount namespace). Returns the covered directories."""
+    back (root, in a private mount namespace). Returns each covered directory with a handle
+    (O_PATH) on what it covers, through which `show` reaches paths below it later."""
     hidden: dict[str, list[str]] = {}
     for path in paths:
         top = _blocking(path)
         if top is not None:
             hidden.setdefault(top, []).append(path)
-    for top, inside in hidden.items():
+    covers: dict[str, int] = {}
+    for top, inside in sorted(hidden.items()):
         inside = _outermost(inside)
+        covers[top] = os.open(top, os.O_PATH | os.O_CLOEXEC)
         handles = [os.open(p, os.O_PATH | os.O_CLOEXEC) for p in inside]
         mount_tmpfs(top)
         for path, fd in zip(inside, handles, strict=True):
-            source = f"/proc/self/fd/{fd}"
-            if os.path.isdir(source):
-                os.makedirs(path, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                open(path, "a").close()
-            bind(source, path)
+            _bind_in(path, fd)
             os.close(fd)
-    return sorted(hidden)
+    return covers
+
+
+def show(path: str, covers: dict[str, int]) -> str | None:
+    """After `reveal` (which made `covers`), make one more directory reachable by others: bind
+    it in where a cover hides it, or cover first a directory others may not enter. Returns
+    the directory covered now, if any."""
+    current = ""
+    covered = None
+    for part in path.strip("/").split("/")[:-1]:
+        current += "/" + part
+        if current in covers:
+            below = os.path.relpath(path, current)
+            handle = os.open(below, os.O_PATH | os.O_CLOEXEC, dir_fd=covers[current])
+            break
+        if not os.stat(current).st_mode & stat.S_IXOTH:
+            handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            mount_tmpfs(current)
+            covered = current
+            break
+    else:
+        return None
+    try:
+        _bind_in(path, handle)
+    finally:
+        os.close(handle)
+    return covered
 
 
 def unreadable(paths: Iterable[str]) -> str | None:

@@ -1,9 +1,10 @@
-"""What crosses between the host and a sandboxed call: msgpack-encoded msgspec messages.
+"""What crosses between the host, a launcher and a call's processes: msgpack-encoded msgspec
+messages, each framed as a 4-byte big-endian length and the message.
 
-The host sends `Call`/`Kill` to a launcher over a unix socket (with the call's pipe ends as
-attached descriptors) and gets `Done` back; the tool's process writes one `Result` (or, for a
-probe, a `Report`) to the result pipe; the call's init writes `Exited` to the status pipe.
-Every frame is a 4-byte big-endian length and the message.
+The host sends `Call`/`Kill`/`Prepare` to a launcher over a unix socket (with the call's pipe
+ends as attached descriptors) and gets `Done` back. The launcher hands the `Call` on to the
+tool's process (with the pipes), which writes one `Result` (or, for a probe, a `Report`) to the
+result pipe; the call's init tells the launcher how the tool's process ended (`Exited`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ __all__ = [
     "Exited",
     "Kill",
     "Message",
+    "Prepare",
     "Report",
     "Result",
     "decode_first",
@@ -56,12 +58,24 @@ class Kill(msgspec.Struct, tag="kill", frozen=True):
     """Kill the running call now (timeout, or too much output)."""
 
 
+class Prepare(msgspec.Struct, tag="prepare", frozen=True):
+    """Keep the next call's process tree made ahead, for calls applying `layers` (with or
+    without `network`) that need `needed`: a warm launcher's calls then cost no fork and no
+    namespace setup."""
+
+    layers: tuple[str, ...]
+    network: bool
+    needed: tuple[str, ...]
+
+
 class Done(msgspec.Struct, tag="done", frozen=True):
-    """The call's processes are all gone and reaped; `killed` if a `Kill` ended it, `strays`
-    if some were still running after the tool's own process had exited."""
+    """The call's processes are all gone; `killed` if a `Kill` ended it, `strays` if some were
+    still running after the tool's own process had exited, `wait_status` how that process
+    ended (as `os.waitpid` gives it; None if its init could not tell)."""
 
     killed: bool
     strays: bool
+    wait_status: int | None
 
 
 class Result(msgspec.Struct, tag="result", frozen=True):
@@ -74,12 +88,14 @@ class Report(msgspec.Struct, tag="report", frozen=True):
 
 
 class Exited(msgspec.Struct, tag="exited", frozen=True):
-    """How the tool's process ended, as `os.waitpid` gives it."""
+    """From a call's init: how the tool's process ended, and whether other processes of the
+    call were still running then."""
 
     wait_status: int
+    strays: bool
 
 
-Message = Call | Kill | Done | Result | Report | Exited
+Message = Call | Kill | Prepare | Done | Result | Report | Exited
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)

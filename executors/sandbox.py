@@ -44,7 +44,7 @@ from ._sandbox_probe import probe
 from ._sandbox_refs import ToolRef, reference
 from ._sandbox_uids import UIDS
 from ._sandbox_view import needed_paths
-from ._sandbox_wire import Call
+from ._sandbox_wire import Call, Prepare
 from ._sandbox_workdir import workdir
 
 ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
@@ -73,9 +73,9 @@ class Sandbox:
     "package.module:function"; the call's process imports it by that path.
 
     `require` names layers (see `LAYERS`) that must be in force besides `ALWAYS_REQUIRED`,
-    else `SandboxUnavailable` is raised here. `warm` keeps that many launchers started, so a
-    call costs a fork rather than an interpreter start; `close()` (or leaving a `with` block)
-    stops them. Thread-safe.
+    else `SandboxUnavailable` is raised here. `warm` keeps that many launchers started, each
+    with its next call's process tree made ahead, so a call costs neither an interpreter start
+    nor forks; `close()` (or leaving a `with` block) stops them. Thread-safe.
     """
 
     def __init__(
@@ -100,7 +100,8 @@ class Sandbox:
         self._sys_path = host_sys_path()
         modules = [r.module_file for r in self._tools.values() if r.module_file]
         self._needed = needed_paths([*modules, *limits.writable_paths])
-        self._pool = Pool(self._sys_path, warm)
+        ahead = Prepare(self._applied, limits.network, self._needed)
+        self._pool = Pool(self._sys_path, warm, ahead)
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:

@@ -4,9 +4,13 @@ outcome that names the limit, leaving no process behind."""
 from __future__ import annotations
 
 import os
+import signal
+import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -55,6 +59,21 @@ ALL = [
 ]
 
 
+def leftovers(marker: str = "") -> list[str]:
+    """`h.leftovers`, less the process trees warm launchers keep made for their next call.
+    No tool code ever ran in those: no_new_privs, which a call's process sets before running
+    any and which is inherited and never unset, is still off in them."""
+    return [line for line in h.leftovers(marker) if not _never_confined(line.split()[0])]
+
+
+def _never_confined(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nNoNewPrivs:\t0\n" in f.read()
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
     with Sandbox(ALL, SandboxLimits(wall_s=3, cpu_s=1), warm=2) as sandbox:
@@ -63,7 +82,7 @@ def box() -> Iterator[Sandbox]:
 
 def run(box: Sandbox, name: str, **arguments: object) -> tuple[str, bool]:
     outcome = box.run(name, arguments)
-    assert h.leftovers() == []
+    assert leftovers() == []
     return outcome.content, outcome.is_error
 
 
@@ -84,8 +103,52 @@ def test_a_warm_sandbox_keeps_its_launchers_until_closed() -> None:
     before = h.launchers()
     with Sandbox([h.add], warm=2) as sandbox:
         assert run(sandbox, "add", a=1, b=1) == ("2", False)
-        assert len(set(h.launchers()) - set(before)) == 2
+        started = set(h.launchers()) - set(before)
+        assert len(started) == 2
+        trees = made_ahead(started)
     assert h.launchers() == before
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in trees)
+
+
+def test_a_tree_made_ahead_and_killed_while_it_waits_is_replaced() -> None:
+    before = set(h.launchers())
+    with Sandbox([h.add], warm=1) as sandbox:
+        assert run(sandbox, "add", a=1, b=1) == ("2", False)
+        [launcher] = set(h.launchers()) - before
+        for victim in ("tool", "init"):
+            made = made_ahead({launcher})
+            [init] = children({launcher})
+            [tool] = made - {init}
+            os.kill(int(tool if victim == "tool" else init), signal.SIGKILL)
+            while os.path.exists(f"/proc/{tool}"):  # dead (not a call racing the kill)
+                time.sleep(0.01)
+            assert run(sandbox, "add", a=1, b=2) == ("3", False)
+    assert set(h.launchers()) == before
+
+
+def children(pids: set[str]) -> set[str]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = f.read().rsplit(b")", 1)[1].split()[1].decode()
+        except (OSError, IndexError):
+            continue
+        if ppid in pids:
+            found.add(entry)
+    return found
+
+
+def made_ahead(launchers: set[str]) -> set[str]:
+    """The init and tool process each launcher keeps made for its next call (waits for them)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        inits = children(launchers)
+        tools = children(inits)
+        if len(inits) == len(tools) == len(launchers):
+            return inits | tools
+        time.sleep(0.05)
+    raise AssertionError(f"no tree made ahead by {launchers}")
 
 
 def test_tools_given_by_path_or_as_functions_are_wrapped_like_tool_does() -> None:
@@ -171,7 +234,7 @@ def test_a_background_process_left_behind_is_killed_and_reported(box: Sandbox) -
     content, is_error = run(box, "leaves_background_sleep", marker=sleeper)
     assert is_error and content.startswith("leaves_background_sleep left processes running")
     assert content.endswith("Its result was: started")
-    assert h.leftovers(sleeper) == []
+    assert leftovers(sleeper) == []
 
 
 def test_each_call_gets_a_fresh_work_dir_that_is_removed_after(box: Sandbox) -> None:
@@ -191,6 +254,23 @@ def test_writable_paths_can_be_written(tmp_path: object) -> None:
     target = os.path.join(shared, "out.bin")
     assert run(sandbox, "write_file", path=target, size=3) == (f"wrote 3 bytes to {target}", False)
     assert os.path.getsize(target) == 3
+
+
+def test_a_work_dir_below_a_directory_others_may_not_enter_is_shown_to_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(hidden))  # where work dirs are made
+    shared = tmp_path / "shared"  # a needed path: its hidden ancestor is covered ahead
+    shared.mkdir()
+    for limits in [SandboxLimits(), SandboxLimits(writable_paths=(str(shared),))]:
+        for warm in (0, 1):
+            with Sandbox([h.where_am_i], limits, warm=warm) as sandbox:
+                content, is_error = run(sandbox, "where_am_i")
+            assert not is_error, content
+            found = msgspec.json.decode(content)
+            assert found["cwd"].startswith(f"{hidden}/") and found["files"] == ["note.txt"]
 
 
 def in_threads(sandbox: Sandbox, name: str, arguments: dict[str, object]) -> list[ToolOutcome]:
@@ -221,7 +301,7 @@ def overlapped(outcomes: Iterable[str]) -> bool:
 def test_four_threads_run_calls_at_once(four: Sandbox) -> None:
     outcomes = in_threads(four, "nap", {"seconds": 0.5})
     assert len(outcomes) == 4 and overlapped(o.content for o in outcomes)
-    assert h.leftovers() == []
+    assert leftovers() == []
 
 
 def test_the_trio_executor_runs_sandboxed_calls_side_by_side(four: Sandbox) -> None:
@@ -235,7 +315,7 @@ def test_the_trio_executor_runs_sandboxed_calls_side_by_side(four: Sandbox) -> N
     run = trio.run(partial(trio_executor.run, LoopSpec(), "rest", model=model, tools=four))
     assert run.output == "rested"
     assert overlapped(r.content for r in run.messages[2].results)
-    assert h.leftovers() == []
+    assert leftovers() == []
 
 
 def test_sync_run_through_the_sandbox_writes_the_same_messages_as_a_toolbox() -> None:
@@ -291,4 +371,4 @@ def test_a_closed_sandbox_fails_calls_as_errors() -> None:
     sandbox.close()
     content, is_error = sandbox.run("add", {"a": 1, "b": 2})
     assert is_error and "the sandbox is closed" in content
-    assert h.leftovers() == []
+    assert leftovers() == []
