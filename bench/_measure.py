@@ -19,11 +19,18 @@ class Figure:
         return f"{self.median:,.2f} ({self.low:,.2f}–{self.high:,.2f})"
 
 
-def repeat(fn: Callable[[], float], times: int) -> Figure:
-    """Run `fn` (which returns one measurement) `times` times: median, and min–max as spread."""
+def repeat(fn: Callable[[], float], times: int, *, warm_up: bool = False) -> Figure:
+    """Run `fn` (which returns one measurement) `times` times: median, and min–max as spread.
+
+    `warm_up` runs it once untimed first. Collecting garbage before each run keeps one run's
+    leftovers out of the next; the warm-up keeps the first timed run from paying for memory the
+    collection handed back.
+    """
     values = []
     for _ in range(times):
         gc.collect()
+        if warm_up:
+            fn()
         values.append(fn())
     return Figure(statistics.median(values), min(values), max(values))
 
