@@ -237,13 +237,24 @@ def launchers() -> list[str]:
 
 def leftovers(marker: str = "") -> list[str]:
     """Processes a sandboxed call of this session may have left: anything named `marker`, any
-    process running one of our launchers' command lines that is not an idle launcher (a child
-    of ours), and any zombie child of ours. Each as "pid state command"."""
+    process running one of our launchers' command lines that is neither an idle launcher (a
+    child of ours) nor a tree a warm launcher made ahead for its next call, and any zombie child
+    of ours. Each as "pid state command"."""
     found = []
     me = str(os.getpid())
     for pid, state, ppid, command in _processes():
         ours = ppid == me
-        launched = SESSION in command and not ours
+        launched = SESSION in command and not ours and not _never_confined(pid)
         if (marker and marker in command) or launched or (ours and state == b"Z"):
             found.append(f"{pid} {state.decode()} {command[:80]}")
     return found
+
+
+def _never_confined(pid: str) -> bool:
+    """No tool code ever ran in this process: no_new_privs, which a call's process sets before
+    running any, is inherited and never unset, and is still off."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nNoNewPrivs:\t0\n" in f.read()
+    except OSError:
+        return False

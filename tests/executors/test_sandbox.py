@@ -59,21 +59,6 @@ ALL = [
 ]
 
 
-def leftovers(marker: str = "") -> list[str]:
-    """`h.leftovers`, less the process trees warm launchers keep made for their next call.
-    No tool code ever ran in those: no_new_privs, which a call's process sets before running
-    any and which is inherited and never unset, is still off in them."""
-    return [line for line in h.leftovers(marker) if not _never_confined(line.split()[0])]
-
-
-def _never_confined(pid: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return "\nNoNewPrivs:\t0\n" in f.read()
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
     with Sandbox(ALL, SandboxLimits(wall_s=3, cpu_s=1), warm=2) as sandbox:
@@ -82,7 +67,7 @@ def box() -> Iterator[Sandbox]:
 
 def run(box: Sandbox, name: str, **arguments: object) -> tuple[str, bool]:
     outcome = box.run(name, arguments)
-    assert leftovers() == []
+    assert h.leftovers() == []
     return outcome.content, outcome.is_error
 
 
@@ -234,7 +219,7 @@ def test_a_background_process_left_behind_is_killed_and_reported(box: Sandbox) -
     content, is_error = run(box, "leaves_background_sleep", marker=sleeper)
     assert is_error and content.startswith("leaves_background_sleep left processes running")
     assert content.endswith("Its result was: started")
-    assert leftovers(sleeper) == []
+    assert h.leftovers(sleeper) == []
 
 
 def test_each_call_gets_a_fresh_work_dir_that_is_removed_after(box: Sandbox) -> None:
@@ -301,7 +286,7 @@ def overlapped(outcomes: Iterable[str]) -> bool:
 def test_four_threads_run_calls_at_once(four: Sandbox) -> None:
     outcomes = in_threads(four, "nap", {"seconds": 0.5})
     assert len(outcomes) == 4 and overlapped(o.content for o in outcomes)
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_the_trio_executor_runs_sandboxed_calls_side_by_side(four: Sandbox) -> None:
@@ -315,7 +300,7 @@ def test_the_trio_executor_runs_sandboxed_calls_side_by_side(four: Sandbox) -> N
     run = trio.run(partial(trio_executor.run, LoopSpec(), "rest", model=model, tools=four))
     assert run.output == "rested"
     assert overlapped(r.content for r in run.messages[2].results)
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_sync_run_through_the_sandbox_writes_the_same_messages_as_a_toolbox() -> None:
@@ -371,4 +356,4 @@ def test_a_closed_sandbox_fails_calls_as_errors() -> None:
     sandbox.close()
     content, is_error = sandbox.run("add", {"a": 1, "b": 2})
     assert is_error and "the sandbox is closed" in content
-    assert leftovers() == []
+    assert h.leftovers() == []

@@ -26,21 +26,6 @@ KEY = "sk-test-0123456789abcdef0123456789abcdef"
 MARKER = f"turnstile-escapee-{os.getpid()}"
 
 
-def leftovers(marker: str = "") -> list[str]:
-    """`h.leftovers`, less the process trees warm launchers keep made for their next call.
-    No tool code ever ran in those: no_new_privs, which a call's process sets before running
-    any and which is inherited and never unset, is still off in them."""
-    return [line for line in h.leftovers(marker) if not _never_confined(line.split()[0])]
-
-
-def _never_confined(pid: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return "\nNoNewPrivs:\t0\n" in f.read()
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
     tools = [
@@ -93,7 +78,7 @@ def test_the_host_s_api_key_cannot_be_read_from_env_or_proc() -> None:
     found = json.loads(boxed)
     assert not is_error and {"/proc/<ppid>/environ", "/proc/1/environ"} <= set(found)
     assert KEY not in boxed and "sk-test" not in boxed
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_no_connection_reaches_a_server_on_localhost(box: Sandbox) -> None:
@@ -107,7 +92,7 @@ def test_no_connection_reaches_a_server_on_localhost(box: Sandbox) -> None:
         with pytest.raises(TimeoutError):
             server.accept()
     assert outcome.is_error and outcome.content.endswith("(the sandbox has no network)")
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_the_project_dir_cannot_be_written(box: Sandbox) -> None:
@@ -116,7 +101,7 @@ def test_the_project_dir_cannot_be_written(box: Sandbox) -> None:
     outcome = box.run("write_file", {"path": str(target), "size": 5})
     assert outcome.is_error and "PermissionError" in outcome.content
     assert not target.exists()
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_world_writable_tmp_cannot_be_written(box: Sandbox) -> None:
@@ -125,7 +110,7 @@ def test_world_writable_tmp_cannot_be_written(box: Sandbox) -> None:
     outcome = box.run("write_file", {"path": str(target), "size": 5})
     assert outcome.is_error and "PermissionError" in outcome.content
     assert not target.exists()
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_a_fork_bomb_stays_within_the_process_limit(box: Sandbox) -> None:
@@ -134,7 +119,7 @@ def test_a_fork_bomb_stays_within_the_process_limit(box: Sandbox) -> None:
     assert outcome.is_error and "left processes running" in outcome.content
     refused = int(outcome.content.rsplit("forks refused: ", 1)[1])
     assert refused > 0  # the limit, not the clock, stopped the forking
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_allocating_2_gib_fails_within_the_memory_limit(box: Sandbox) -> None:
@@ -144,14 +129,14 @@ def test_allocating_2_gib_fails_within_the_memory_limit(box: Sandbox) -> None:
         "allocates failed: MemoryError (the sandbox's memory limit is 512 MiB)",
         True,
     )
-    assert leftovers() == []
+    assert h.leftovers() == []
 
 
 def test_a_setsid_double_fork_does_not_survive_the_call(box: Sandbox) -> None:
     needs_any("pid_namespace", "subreaper")
     outcome = box.run("escapes", {"marker": MARKER})
     assert outcome.is_error and outcome.content.endswith("Its result was: escaped")
-    assert leftovers(MARKER) == []
+    assert h.leftovers(MARKER) == []
 
 
 def test_signals_to_the_parent_and_the_host_are_refused(box: Sandbox) -> None:
@@ -160,4 +145,4 @@ def test_signals_to_the_parent_and_the_host_are_refused(box: Sandbox) -> None:
     attempts = json.loads(outcome.content)
     assert len(attempts) == 4 and "sent" not in attempts.values(), attempts
     assert box.run("add", {"a": 1, "b": 1}).content == "2"  # the sandbox is still serving
-    assert leftovers() == []
+    assert h.leftovers() == []
