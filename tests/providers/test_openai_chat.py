@@ -42,6 +42,7 @@ from turnstile.core import (
 from turnstile.providers import openai_chat
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta
 from turnstile.providers._errors import DecodeError, ProviderError
+from turnstile.providers._sse import events_json
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "openai-chat"
 WEATHER = ToolSpec(
@@ -63,20 +64,8 @@ def load(name: str) -> dict[str, Any]:
 
 
 def sse_chunks(text: str) -> list[dict[str, Any]]:
-    """The JSON chunks of an SSE text, up to `data: [DONE]`."""
-    chunks = []
-    for block in text.split("\n\n"):
-        if not block:
-            continue
-        data = "\n".join(
-            line.removeprefix("data:").removeprefix(" ")
-            for line in block.split("\n")
-            if line.startswith("data:")
-        )
-        if data == "[DONE]":
-            break
-        chunks.append(json.loads(data))
-    return chunks
+    """The JSON chunks of an SSE text, up to `data: [DONE]` (the shared parser, checked apart)."""
+    return events_json(text)
 
 
 def accumulate(chunks: list[dict[str, Any]]) -> tuple[list[Any], ModelResponse]:

@@ -39,6 +39,7 @@ from turnstile.core import (
 )
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
+from turnstile.providers._sse import events_json
 from turnstile.providers.openai_responses import StreamAccumulator, decode, encode
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "openai-responses"
@@ -60,13 +61,8 @@ def load(name: str) -> dict[str, Any]:
 
 
 def sse_events(text: str) -> list[dict[str, Any]]:
-    """The JSON `data` of each event in an `event: X\\ndata: {...}\\n\\n` stream."""
-    events = []
-    for block in text.split("\n\n"):
-        data = [line[6:] for line in block.split("\n") if line.startswith("data: ")]
-        if data:
-            events.append(json.loads("\n".join(data)))
-    return events
+    """The JSON `data` of each event in an `event: X\ndata: {...}\n\n` stream."""
+    return events_json(text)
 
 
 def accumulate(events: list[dict[str, Any]]) -> tuple[StreamAccumulator, list[Any]]:
