@@ -7,6 +7,7 @@ __all__ = ["main"]
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import msgspec
 from turnstile.core import (
@@ -107,8 +108,15 @@ def _diagram(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (no usage dump), like every other error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="turnstile", description="Run and inspect agent loops.")
+    p = _Parser(prog="turnstile", description="Run and inspect agent loops.")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="answer the weather question offline").set_defaults(fn=_demo)
     show = sub.add_parser("show", help="print a dumped state as a transcript")

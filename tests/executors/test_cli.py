@@ -82,3 +82,11 @@ def test_validate_a_trace_that_no_longer_replays_is_a_usage_error(
     assert cli.main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"turnstile: {path}: cannot replay") and "something else" in err
+
+
+def test_a_usage_mistake_is_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "--provider", "gemini", "hi"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice: 'gemini'" in err
