@@ -102,12 +102,13 @@ class Loop:
     matches nothing outstanding raises `ProtocolError` and leaves the state untouched.
     """
 
-    __slots__ = ("_tools", "spec", "state")
+    __slots__ = ("_finishers", "_tools", "spec", "state")
 
     def __init__(self, spec: LoopSpec, state: LoopState | None = None) -> None:
         self.spec = spec
         self.state = state if state is not None else LoopState()
         self._tools = {t.name: t for t in spec.tools}
+        self._finishers = frozenset(t.name for t in spec.tools if t.finish)
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -407,7 +408,7 @@ class Loop:
             round_.append((call.name, call.arguments, r.content, r.is_error))
             tokens += (len(r.content.encode()) + 2) // 3  # estimate_tokens, inlined
             failed = failed and r.is_error
-            if finish is None and not r.is_error and self._tools.get(call.name, _UNLISTED).finish:
+            if finish is None and not r.is_error and call.name in self._finishers:
                 finish = call
         st.messages.append(ToolResults(results))
         st.batch = []
