@@ -27,17 +27,16 @@ def history_problems(
     previous: Message | None = None
     open_calls: list[str] = []  # calls of the previous reply, still waiting for results
     for i, message in enumerate(messages):
-        kind = type(message)
-        if kind is not ToolResults and open_calls:
+        if type(message) is not ToolResults and open_calls:
             for call_id in open_calls:
                 add(HistoryProblem(i, call_id, "tool call has no result before the next message"))
             open_calls = []
-        if kind is UserMessage:
+        if type(message) is UserMessage:
             if not message.content:
                 add(HistoryProblem(i, None, "user message is empty"))
             if type(previous) is UserMessage:
                 add(HistoryProblem(i, None, "two user messages in a row"))
-        elif kind is AssistantMessage:
+        elif type(message) is AssistantMessage:
             if previous is None:
                 add(HistoryProblem(i, None, "history starts with an assistant message"))
             for part in message.content:
@@ -45,7 +44,7 @@ def history_problems(
                     if part.id in open_calls:
                         add(HistoryProblem(i, part.id, "tool call id is not unique in its reply"))
                     open_calls.append(part.id)
-        elif kind is ToolResults:
+        elif type(message) is ToolResults:
             answered = Counter(r.call_id for r in message.results)
             if not message.results:
                 add(HistoryProblem(i, None, "tool results message is empty"))

@@ -87,11 +87,14 @@ def _part_tokens(parts: Iterable[Part]) -> int:
 
 
 def _message_tokens(message: Message) -> int:
-    if type(message) is UserMessage:
-        return estimate_tokens(message.content)
-    if type(message) is AssistantMessage:
-        return _part_tokens(message.content)
-    return sum(estimate_tokens(r.content) for r in message.results)  # type: ignore[union-attr]
+    match message:
+        case UserMessage(content=content):
+            return estimate_tokens(content)
+        case AssistantMessage(content=parts):
+            return _part_tokens(parts)
+        case ToolResults(results=results):
+            return sum(estimate_tokens(r.content) for r in results)
+    raise TypeError(f"not a message: {message!r}")
 
 
 class Loop:
@@ -199,10 +202,10 @@ class Loop:
         for p in self.state.batch:
             if p.call.id == obs.call_id and p.status is want:
                 return p
-        p = self._pending(obs.call_id)
+        found = self._pending(obs.call_id)
         raise ProtocolError(
             f"{type(obs).__name__}(call_id={obs.call_id!r}) does not match a call that is "
-            f"{want.value} (that call is {'unknown' if p is None else p.status.value})"
+            f"{want.value} (that call is {'unknown' if found is None else found.status.value})"
         )
 
     def _on_replied(self, obs: ModelReplied) -> list[Command]:
@@ -304,8 +307,8 @@ class Loop:
         if repeated is not None:
             self._abort_batch(repeated)
             return self._finish(StopReason.repeated_call, None)
-        limit = guards.deadline_s
-        if limit is not None and now - st.started_at >= limit:  # type: ignore[operator]
+        deadline = guards.deadline_s
+        if deadline is not None and now - st.started_at >= deadline:  # type: ignore[operator]
             return self._stop(StopReason.deadline, _DEADLINE)  # before asking anyone to approve
         if asks:
             return asks + self._dispatch(now)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 __all__ = ["ACCEPTS", "NEXT", "PHASES", "TRANSITIONS", "dot", "mermaid"]
 
+from typing import Literal
+
 from transitions import Machine
 
 from ._observations import (
@@ -61,14 +63,14 @@ _MACHINE = Machine(
 )
 
 NEXT: dict[tuple[str, str], str] = {
-    (source, trigger): t.dest
+    (source, trigger): str(t.dest)
     for trigger, event in _MACHINE.events.items()
     for source, ts in event.transitions.items()
     for t in ts
 }
 
 
-def _graph(engine: str) -> object:
+def _graph(engine: Literal["graphviz", "mermaid"]) -> object:
     from transitions.extensions.diagrams import GraphMachine
 
     machine = GraphMachine(
@@ -89,6 +91,6 @@ def mermaid() -> str:
 
 def dot() -> str:
     """The table above as Graphviz DOT source; needs the `graphviz` package (ImportError)."""
-    import graphviz  # noqa: F401  (transitions' graphviz engine imports it lazily)
+    import graphviz  # type: ignore[import-untyped]  # noqa: F401  (imported lazily by transitions)
 
     return str(_graph("graphviz").source)  # type: ignore[attr-defined]

@@ -72,9 +72,10 @@ def transcript(state: LoopState) -> str:
                             cut = "" if call.complete else " [cut off]"
                             lines.append(f"  → {name} {shown}{cut}")
             case ToolResults(results=results):
-                for r in results:
-                    mark = "✗" if r.is_error else "←"
-                    lines.append(f"  {mark} {names.get(r.call_id, r.call_id)}: {r.content}")
+                for result in results:
+                    mark = "✗" if result.is_error else "←"
+                    name = names.get(result.call_id, result.call_id)
+                    lines.append(f"  {mark} {name}: {result.content}")
     for event in state.events:
         match event:
             case ModelFailed(command_id=cid, message=msg, retryable=retryable):

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._pytest_traces import Cassette
 
 
-class TraceMismatchFailure(pytest.fail.Exception):
+class TraceMismatchFailure(pytest.fail.Exception):  # type: ignore[name-defined]
     """Fails a test where it sends a request its trace did not record. A `BaseException`, like
     every pytest outcome: neither the SDKs nor the executors catch it, so the test cannot go on
     with a failed model call instead."""

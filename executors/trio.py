@@ -14,7 +14,7 @@ __all__ = ["run"]
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import trio
 from turnstile.core import (
@@ -45,7 +45,10 @@ Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 async def _complete(model: AsyncModelClient | ModelClient, command: CallModel) -> Any:
     if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
         return await model.acomplete(command.request)
-    return await trio.to_thread.run_sync(model.complete, command.request, abandon_on_cancel=True)
+    sync_model = cast(ModelClient, model)
+    return await trio.to_thread.run_sync(
+        sync_model.complete, command.request, abandon_on_cancel=True
+    )
 
 
 async def _invoke(runner: ToolRunner, name: str, arguments: dict[str, Any]) -> ToolOutcome:
@@ -121,8 +124,11 @@ async def run(
     def step(nursery: trio.Nursery, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or start it) and launch what it decides."""
         nonlocal finish
-        if obs is None:
-            commands = loop.start(prompt, now()) if state is None else loop.outstanding_commands()
+        if obs is None and state is None:
+            assert prompt is not None  # checked on entry
+            commands = loop.start(prompt, now())
+        elif obs is None:
+            commands = loop.outstanding_commands()
         else:
             if on_step is not None:
                 on_step(obs)

@@ -37,7 +37,7 @@ import msgspec
 import openai
 from turnstile.core import TurnstileError
 
-FORMAT = "turnstile-trace/1"
+FORMAT: Literal["turnstile-trace/1"] = "turnstile-trace/1"
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
 KEPT_HEADERS = frozenset({"content-type", "request-id", "x-request-id", "x-should-retry"})
