@@ -1288,24 +1288,6 @@ def test_a_growing_history_merges_across_calls_without_changing_earlier_bodies()
     ]
 
 
-def test_a_new_history_never_gets_an_encoding_of_one_that_died() -> None:
-    """New lists soon take the addresses of dead ones; ending with the same reply must not
-    make one history look like the continuation of another."""
-    reply = AssistantMessage([Text("同一个回答")])
-    for i in range(200):
-        ledger: list[CoreMessage] = [UserMessage(f"question {i}"), reply]
-        assert view_body(ledger, 2) == whole_body(ledger)
-
-
-def test_histories_sharing_their_last_message_keep_their_own_beginnings() -> None:
-    shared = AssistantMessage([Text("同一个回答")])
-    first: list[CoreMessage] = [UserMessage("one"), shared]
-    second: list[CoreMessage] = [UserMessage("two"), shared]
-    assert view_body(first, 2) == whole_body(first)
-    assert view_body(second, 2) == whole_body(second)
-    assert view_body(first, 2) == whole_body(first)
-
-
 def test_a_ledger_whose_last_encoded_message_was_replaced_is_encoded_anew() -> None:
     ledger: list[CoreMessage] = [UserMessage("one"), AssistantMessage([Text("a")])]
     view_body(ledger, 2)

@@ -1231,24 +1231,6 @@ def test_views_of_a_history_encode_as_the_whole_list_in_any_order(
         assert view_body(ledger, n) == whole_body(ledger[:n])
 
 
-def test_a_new_history_never_gets_an_encoding_of_one_that_died() -> None:
-    """New lists soon take the addresses of dead ones; ending with the same reply must not
-    make one history look like the continuation of another."""
-    reply = AssistantMessage([Text("同一个回答")])
-    for i in range(200):
-        ledger: list[Message] = [UserMessage(f"question {i}"), reply]
-        assert view_body(ledger, 2) == whole_body(ledger)
-
-
-def test_histories_sharing_their_last_message_keep_their_own_beginnings() -> None:
-    shared = AssistantMessage([Text("同一个回答")])
-    first: list[Message] = [UserMessage("one"), shared]
-    second: list[Message] = [UserMessage("two"), shared]
-    assert view_body(first, 2) == whole_body(first)
-    assert view_body(second, 2) == whole_body(second)
-    assert view_body(first, 2) == whole_body(first)
-
-
 def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() -> None:
     call = ToolCall("call_1", "get_weather", {"city": "北京"}, provider_data={"id": "fc_1"})
     ledger: list[Message] = [
