@@ -57,7 +57,10 @@ from ._spec import LoopSpec, ToolSpec
 from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state
 
 _BUDGET_REASONS = (StopReason.max_turns, StopReason.deadline, StopReason.context_budget)
-_canonical = msgspec.json.Encoder(order="sorted")
+# keys sorted: equal arguments encode equal whatever their order ("deterministic" sorts dict keys
+# like "sorted" does, and costs less)
+_canonical = msgspec.json.Encoder(order="deterministic")
+_crc32 = zlib.crc32
 _UNLISTED = ToolSpec(name="")
 # enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor
 # call, and the hot path reads a dozen per turn
@@ -69,11 +72,13 @@ _DONE, _QUEUED, _RUNNING, _APPROVAL = (
 )
 _REFUSALS = frozenset({ModelStop.refusal, ModelStop.content_filter})
 _DEADLINE = "the run's deadline passed"
+_NO_RESOURCES: frozenset[str] = frozenset()
 
 
 def estimate_tokens(text: str) -> int:
     """A deliberately generous token estimate (about 3 UTF-8 bytes a token) for budgeting."""
-    return (len(text.encode()) + 2) // 3
+    size = len(text) if text.isascii() else len(text.encode())  # isascii is O(1): no copy
+    return (size + 2) // 3
 
 
 def _part_tokens(parts: Iterable[Part]) -> int:
@@ -105,13 +110,32 @@ class Loop:
     matches nothing outstanding raises `ProtocolError` and leaves the state untouched.
     """
 
-    __slots__ = ("_finishers", "_tools", "spec", "state")
+    __slots__ = (
+        "_budget",
+        "_deadline",
+        "_finishers",
+        "_max_failed",
+        "_max_turns",
+        "_repeat_limit",
+        "_stall",
+        "_tools",
+        "spec",
+        "state",
+    )
 
     def __init__(self, spec: LoopSpec, state: LoopState | None = None) -> None:
         self.spec = spec
         self.state = state if state is not None else LoopState()
         self._tools = {t.name: t for t in spec.tools}
         self._finishers = frozenset(t.name for t in spec.tools if t.finish)
+        # the guards as plain values, read on every turn (the spec is frozen)
+        g = spec.guards
+        self._deadline = g.deadline_s
+        self._max_turns = g.max_turns
+        self._budget = None if g.context_window is None else g.context_window - g.reserve_tokens
+        self._max_failed = g.max_failed_rounds
+        self._repeat_limit = g.max_repeated_calls
+        self._stall = g.max_stalled_rounds
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -191,12 +215,11 @@ class Loop:
     # Each handler refuses what answers nothing outstanding before it changes anything, then
     # records the observation, then decides.
 
-    def _model_call(self, obs: ModelReplied | ModelFailed) -> None:
-        if obs.command_id != self.state.pending_model:
-            raise ProtocolError(
-                f"{type(obs).__name__}(command_id={obs.command_id!r}) matches no outstanding "
-                f"model call (outstanding: {self.state.pending_model!r})"
-            )
+    def _unmatched(self, obs: ModelReplied | ModelFailed) -> ProtocolError:
+        return ProtocolError(
+            f"{type(obs).__name__}(command_id={obs.command_id!r}) matches no outstanding "
+            f"model call (outstanding: {self.state.pending_model!r})"
+        )
 
     def _call(self, obs: ToolReturned | Approved | Denied, want: CallStatus) -> PendingCall:
         for p in self.state.batch:
@@ -208,26 +231,22 @@ class Loop:
             f"{want.value} (that call is {'unknown' if found is None else found.status.value})"
         )
 
-    def _on_replied(self, obs: ModelReplied) -> list[Command]:
-        self._model_call(obs)
-        calls = [p for p in obs.response.content if type(p) is ToolCall]
-        if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
-            twice = next(c.id for i, c in enumerate(calls) if c.id in {d.id for d in calls[:i]})
-            raise ProtocolError(f"the reply has two tool calls with id {twice!r}")
-        self.state.events.append(obs)
-        return self._on_reply(obs.response, calls, obs.now)
-
     def _on_failed(self, obs: ModelFailed) -> list[Command]:
-        self._model_call(obs)
+        if obs.command_id != self.state.pending_model:
+            raise self._unmatched(obs)
         self.state.events.append(obs)
         return self._on_model_failed(obs)
 
     def _on_returned(self, obs: ToolReturned) -> list[Command]:
         p = self._call(obs, _RUNNING)
-        self.state.events.append(obs)
+        st = self.state
+        st.events.append(obs)
         p.result = ToolResult(obs.call_id, obs.content, obs.is_error)
         p.status = _DONE
-        return self._dispatch(obs.now)
+        now, limit = obs.now, self._deadline
+        if len(st.batch) == 1 and (limit is None or now - st.started_at < limit):  # type: ignore[operator]
+            return self._complete_batch(now)  # the reply's only call: nothing left to start
+        return self._dispatch(now)
 
     def _on_approved(self, obs: Approved) -> list[Command]:
         p = self._call(obs, _APPROVAL)
@@ -254,15 +273,28 @@ class Loop:
 
     # -- model replies -----------------------------------------------------------------------
 
-    def _on_reply(self, response: Any, calls: list[ToolCall], now: float) -> list[Command]:
+    def _on_replied(self, obs: ModelReplied) -> list[Command]:
         st = self.state
-        guards = self.spec.guards
+        if obs.command_id != st.pending_model:
+            raise self._unmatched(obs)
+        response = obs.response
+        calls: list[ToolCall] = []
+        for part in response.content:  # a plain loop: a comprehension costs a frame on 3.11
+            if type(part) is ToolCall:
+                calls.append(part)
+        if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
+            twice = next(c.id for i, c in enumerate(calls) if c.id in {d.id for d in calls[:i]})
+            raise ProtocolError(f"the reply has two tool calls with id {twice!r}")
+        st.events.append(obs)
+        now = obs.now
         st.pending_model = None
-        st.retries = 0
-        st.usage = st.usage + response.usage
+        if st.retries:
+            st.retries = 0
+        usage = response.usage
+        st.usage = st.usage + usage
         st.messages.append(AssistantMessage(response.content))
-        if response.usage.input_tokens:
-            st.context_tokens = response.usage.input_tokens + response.usage.output_tokens
+        if usage.input_tokens:
+            st.context_tokens = usage.input_tokens + usage.output_tokens
         else:
             st.context_tokens += _part_tokens(response.content)
         if st.finalizing is not None:
@@ -280,16 +312,17 @@ class Loop:
             return self._finish(reason, text_of(response.content))
 
         repeated = None
-        limit = guards.max_repeated_calls
+        limit = self._repeat_limit
         counts = st.call_counts
+        tools = self._tools
         batch: list[PendingCall] = []
         asks: list[Command] = []
         for call in calls:
-            spec = self._tools.get(call.name)
+            spec = tools.get(call.name)
             p = PendingCall(call, _QUEUED)
             batch.append(p)
             if spec is None or not call.complete or call.raw_arguments is not None:
-                problem = _call_problem(call, self._tools)
+                problem = _call_problem(call, tools)
                 p.status, p.result = _DONE, ToolResult(call.id, problem, True)
             elif spec.finish:
                 p.status, p.result = _DONE, ToolResult(call.id, "finished")
@@ -307,10 +340,9 @@ class Loop:
         if repeated is not None:
             self._abort_batch(repeated)
             return self._finish(StopReason.repeated_call, None)
-        deadline = guards.deadline_s
-        if deadline is not None and now - st.started_at >= deadline:  # type: ignore[operator]
-            return self._stop(StopReason.deadline, _DEADLINE)  # before asking anyone to approve
         if asks:
+            if self._deadline_passed(now):
+                return self._stop(StopReason.deadline, _DEADLINE)  # before asking for approval
             return asks + self._dispatch(now)
         return self._dispatch(now)
 
@@ -364,12 +396,12 @@ class Loop:
         calls after it; calls naming the same resource run one after another.
         """
         st = self.state
-        limit = self.spec.guards.deadline_s
+        limit = self._deadline
         if limit is not None and now - st.started_at >= limit:  # type: ignore[operator]
             return self._stop(StopReason.deadline, _DEADLINE)
         tools = self._tools
         commands: list[Command] = []
-        busy: set[str] = set()
+        busy = _NO_RESOURCES
         running = False
         earlier = False  # an earlier call has no result yet
         for p in st.batch:
@@ -386,7 +418,7 @@ class Loop:
             if not spec.parallel_safe:
                 break
             if spec.resource is not None:
-                busy.add(spec.resource)
+                busy = busy | {spec.resource}
         if running:
             st.phase = NEXT[(st.phase, "run_tools")]
             return commands
@@ -397,7 +429,6 @@ class Loop:
 
     def _complete_batch(self, now: float) -> list[Command]:
         st = self.state
-        guards = self.spec.guards
         batch = st.batch
         results: list[ToolResult] = []
         round_ = []
@@ -409,7 +440,7 @@ class Loop:
             assert r is not None
             results.append(r)
             round_.append((call.name, call.arguments, r.content, r.is_error))
-            tokens += (len(r.content.encode()) + 2) // 3  # estimate_tokens, inlined
+            tokens += estimate_tokens(r.content)
             failed = failed and r.is_error
             if finish is None and not r.is_error and call.name in self._finishers:
                 finish = call
@@ -419,8 +450,8 @@ class Loop:
         if finish is not None:
             return self._finish(StopReason.finish_tool, finish.arguments)
         st.failed_rounds = st.failed_rounds + 1 if failed else 0
-        st.round_digests.append(f"{zlib.crc32(_canonical.encode(round_)):08x}")
-        k = guards.max_stalled_rounds
+        st.round_digests.append(str(_crc32(_canonical.encode(round_))))
+        k = self._stall
         if k is not None and len(st.round_digests) > 3 * k:
             del st.round_digests[0]
         return self._next_turn(now)
@@ -430,21 +461,19 @@ class Loop:
     def _next_turn(self, now: float) -> list[Command]:
         """Between turns: a stop condition, then each guard in order, else ask the model."""
         st = self.state
-        guards = self.spec.guards
         for condition in self.spec.stop_when:
             if condition(st):
                 return self._finish(StopReason.stop_condition, None)
-        limit = guards.deadline_s
+        limit = self._deadline
         if limit is not None and now - st.started_at >= limit:  # type: ignore[operator]
             return self._stop(StopReason.deadline)
-        if guards.max_turns is not None and st.turns >= guards.max_turns:
+        if self._max_turns is not None and st.turns >= self._max_turns:
             return self._stop(StopReason.max_turns)
-        window = guards.context_window
-        if window is not None and st.context_tokens > window - guards.reserve_tokens:
+        if self._budget is not None and st.context_tokens > self._budget:
             return self._stop(StopReason.context_budget)
-        if guards.max_failed_rounds is not None and st.failed_rounds >= guards.max_failed_rounds:
+        if self._max_failed is not None and st.failed_rounds >= self._max_failed:
             return self._finish(StopReason.tool_errors, None)
-        k = guards.max_stalled_rounds
+        k = self._stall
         digests = st.round_digests
         # a cycle can only end here if the last round repeats one of the three before it
         if k is not None and digests and digests[-1] in digests[-4:-1] and _stalled(digests, k):
@@ -464,9 +493,9 @@ class Loop:
     def _call_model(self, trigger: str) -> list[Command]:
         st = self.state
         st.model_calls += 1
-        st.pending_model = f"model-{st.model_calls}"
-        self._go(trigger)
-        return [CallModel(st.pending_model, self._request())]
+        st.pending_model = command_id = f"model-{st.model_calls}"
+        st.phase = NEXT[(st.phase, trigger)]
+        return [CallModel(command_id, self._request())]
 
     def _request(self) -> ModelRequest:
         st = self.state
@@ -490,9 +519,8 @@ class Loop:
         return [Finish(reason, output)]
 
     def _deadline_passed(self, now: float) -> bool:
-        st = self.state
-        limit = self.spec.guards.deadline_s
-        return limit is not None and st.started_at is not None and now - st.started_at >= limit
+        started, limit = self.state.started_at, self._deadline
+        return limit is not None and started is not None and now - started >= limit
 
     def _go(self, trigger: str) -> None:
         self.state.phase = NEXT[(self.state.phase, trigger)]
