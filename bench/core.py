@@ -137,13 +137,20 @@ def memory_per_turn(n: int) -> tuple[float, float]:
     return (peak - base) / n, (current - base) / n
 
 
+def _runs(n: int, times: int) -> int:
+    """Runs of `n` turns to take the median of: a 10-turn run lasts ~0.1 ms, so one scheduler
+    hiccup moves it by half; short runs are repeated until every size has seen ~3000 turns."""
+    return times if times == 1 else max(times, 3000 // n)
+
+
 def rows(sizes: list[int], times: int) -> list[tuple[str, str, str, str, str]]:
     """(measure, N, figure, baseline and ratio, target verdict) rows for the table."""
     out = []
     first: Figure | None = None
     for n in sizes:
-        ours = repeat(lambda n=n: per_turn_us(turns_loop, n), times, warm_up=True)
-        hand = repeat(lambda n=n: per_turn_us(turns_handwritten, n), times, warm_up=True)
+        runs = _runs(n, times)
+        ours = repeat(lambda n=n: per_turn_us(turns_loop, n), runs, warm_up=True)
+        hand = repeat(lambda n=n: per_turn_us(turns_handwritten, n), runs, warm_up=True)
         first = first or ours
         verdict = "pass" if ours.median <= 5 else ("within 15 µs" if ours.median <= 15 else "MISS")
         if n != sizes[0]:
@@ -171,8 +178,9 @@ def rows(sizes: list[int], times: int) -> list[tuple[str, str, str, str, str]]:
         )
     )
     for n in sizes:
-        log = repeat(lambda n=n: checkpoint_us(n, whole=False), times, warm_up=True)
-        dump = repeat(lambda n=n: checkpoint_us(n, whole=True), times, warm_up=True)
+        runs = _runs(n, times)
+        log = repeat(lambda n=n: checkpoint_us(n, whole=False), runs, warm_up=True)
+        dump = repeat(lambda n=n: checkpoint_us(n, whole=True), runs, warm_up=True)
         out.append(
             (
                 "checkpoint µs/turn (log append)",
