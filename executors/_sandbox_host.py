@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = ["Exchange", "Launcher", "exchange", "host_sys_path"]
 
 import os
+import select
 import selectors
 import signal
 import socket
@@ -24,22 +25,44 @@ from ._sandbox_limits import SandboxLimits
 from ._sandbox_verdict import exit_message, killed_message, stray_message, too_large_message
 from ._sandbox_wire import Call, Done, Kill, Message, Prepare, Result, decode_first, receive, send
 
-# The package's __init__ imports every executor (trio among them) and the launcher needs none:
-# it imports its own modules under a bare package object, then drops that object so a tool
-# importing `turnstile.executors` still gets the real package.
+# The packages' __init__s import every executor (trio among them) and the whole core (the loop
+# and its `transitions` machine among it); the launcher needs neither, only a few modules of
+# each (its modules import the core's submodules, never the package). It imports those under
+# bare package objects, then drops these so that a tool importing `turnstile.core` still gets
+# the real package, made of the same submodules.
 _BOOT = """\
 import importlib.util, sys
 sys.path[:] = sys.argv[2].split("\\n")
-package = "turnstile.executors"
-sys.modules[package] = importlib.util.module_from_spec(importlib.util.find_spec(package))
+packages = ("turnstile.core", "turnstile.executors")
+for name in packages:
+    sys.modules[name] = importlib.util.module_from_spec(importlib.util.find_spec(name))
 from turnstile.executors._sandbox_launcher import main
-del sys.modules[package]
+for name in packages:
+    del sys.modules[name]
 main(int(sys.argv[1]))
 """
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 _GRACE_S = 5.0
 _FRAMING = 64 * 1024
 _TAIL = 4096
+
+
+def _exits_within(pid: int, timeout_s: float) -> bool:
+    """Whether child `pid` exits within `timeout_s`, waking as it does (`Popen.wait` with a
+    timeout polls, sleeping up to 50 ms between looks: a cold call would wait for that)."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:  # before Linux 5.3, or filtered out: poll after all
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+            time.sleep(0.005)
+        return False
+    try:
+        return bool(select.select([handle], [], [], timeout_s)[0])
+    finally:
+        os.close(handle)
 
 
 def host_sys_path() -> tuple[str, ...]:
@@ -74,10 +97,9 @@ class Launcher:
     def close(self) -> None:
         """Hang up; the launcher exits on its own, or is killed after a grace period."""
         self.sock.close()
-        try:
-            self.process.wait(timeout=_GRACE_S)
-        except subprocess.TimeoutExpired:
+        if self.process.returncode is None and not _exits_within(self.process.pid, _GRACE_S):
             self.kill()
+        self.process.wait()
 
     def kill(self) -> None:
         """Kill the launcher's whole process group, then reap the launcher."""

@@ -26,6 +26,7 @@ __all__ = ["main"]
 import contextlib
 import errno
 import gc
+import importlib
 import os
 import resource
 import select
@@ -297,6 +298,7 @@ class _Trees:
 
     def prepare(self, message: Prepare) -> None:
         if "pid_namespace" in message.layers:
+            _load_core()
             self.discard()
             self._ahead = message
             self._refill()
@@ -325,6 +327,13 @@ class _Trees:
         if self._ready is not None:
             self._ready.discard()
             self._ready = None
+
+
+def _load_core() -> None:
+    """Import the whole `turnstile.core` (the launcher itself needs only a few of its modules):
+    tools defined with `@tool` import it, and a warm launcher's trees should not each pay for
+    that import in their call."""
+    importlib.import_module("turnstile.core")
 
 
 def main(sock_fd: int) -> None:

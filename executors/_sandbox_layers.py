@@ -8,7 +8,7 @@ __all__ = ["LAYERS", "Layer", "SandboxUnavailable", "check_required"]
 from collections.abc import Iterable, Mapping
 
 import msgspec
-from turnstile.core import TurnstileError
+from turnstile.core._errors import TurnstileError
 
 LAYERS: tuple[str, ...] = (
     "session",

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from turnstile.core import Tool, ToolSpec, tool
+from turnstile.core._spec import ToolSpec
+from turnstile.core._tools import Tool, tool
 
 
 class ToolRef(NamedTuple):

@@ -29,7 +29,7 @@ import struct
 from typing import Any
 
 import msgspec
-from turnstile.core import ToolSpec
+from turnstile.core._spec import ToolSpec
 
 from ._sandbox_layers import Layer
 from ._sandbox_limits import SandboxLimits

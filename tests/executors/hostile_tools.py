@@ -43,6 +43,14 @@ async def async_add(a: int, b: int) -> int:
 
 
 @tool
+def modules_before_me() -> list[str]:
+    """The modules the call's process had loaded before it imported this one (and its package:
+    a module is put last in `sys.modules` only once all its own imports are done)."""
+    names = list(sys.modules)
+    return names[: names.index(str(__package__))]
+
+
+@tool
 def nap(seconds: float) -> list[float]:
     """Sleep, and say when the nap started and ended (system-wide monotonic clock)."""
     start = time.monotonic()

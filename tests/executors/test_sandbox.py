@@ -136,6 +136,24 @@ def made_ahead(launchers: set[str]) -> set[str]:
     raise AssertionError(f"no tree made ahead by {launchers}")
 
 
+def test_a_cold_launcher_loads_only_the_few_core_modules_it_needs() -> None:
+    sandbox = Sandbox([h.modules_before_me])
+    content, is_error = run(sandbox, "modules_before_me")
+    loaded = set(msgspec.json.decode(content))
+    assert not is_error
+    assert {"turnstile.core._tools", "msgspec"} <= loaded
+    assert not {"turnstile.core._loop", "transitions", "trio"} & loaded
+
+
+def test_a_warm_launcher_loads_the_whole_core_once_for_its_calls() -> None:
+    with Sandbox([h.modules_before_me], warm=1) as sandbox:
+        content, is_error = run(sandbox, "modules_before_me")
+    loaded = set(msgspec.json.decode(content))
+    assert not is_error
+    assert {"turnstile.core", "turnstile.core._loop"} <= loaded
+    assert "trio" not in loaded
+
+
 def test_tools_given_by_path_or_as_functions_are_wrapped_like_tool_does() -> None:
     for given in ["tests.executors.hostile_tools:plain_add", h.plain_add]:
         sandbox = Sandbox([given])
