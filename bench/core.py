@@ -89,13 +89,20 @@ def per_turn_us(drive, n: int) -> float:
     return sum(costs) / n / 1000
 
 
-def growth(drive, n: int) -> tuple[float, float]:
-    """(cost of the last tenth of turns / the first tenth, fitted ns per turn of history)."""
-    costs: list[int] = []
-    drive(n, costs)
+def growth(drive, n: int, runs: int) -> tuple[float, float]:
+    """(cost of the last tenth of turns / the first tenth, fitted ns per turn of history), on
+    each turn's median cost over `runs` runs: a burst of load on a shared machine lands on some
+    turns of one run, and would read as growth (or shrinkage) in a single run."""
+    by_turn: list[list[int]] = [[] for _ in range(n)]
+    for _ in range(runs):
+        costs: list[int] = []
+        drive(n, costs)
+        for i, cost in enumerate(costs):
+            by_turn[i].append(cost)
+    typical = [statistics.median(c) for c in by_turn]
     tenth = max(1, n // 10)
-    ratio = statistics.median(costs[-tenth:]) / statistics.median(costs[:tenth])
-    return ratio, slope([float(c) for c in costs])[1]
+    ratio = statistics.median(typical[-tenth:]) / statistics.median(typical[:tenth])
+    return ratio, slope(typical)[1]
 
 
 def checkpoint_us(n: int, whole: bool) -> float:
@@ -166,8 +173,8 @@ def rows(sizes: list[int], times: int) -> list[tuple[str, str, str, str, str]]:
             )
         )
     n = sizes[-1]
-    ratio, b = growth(turns_loop, n)
-    hand_ratio, hand_b = growth(turns_handwritten, n)
+    ratio, b = growth(turns_loop, n, times)
+    hand_ratio, hand_b = growth(turns_handwritten, n, times)
     out.append(
         (
             "core growth",
