@@ -18,8 +18,10 @@ from typing import Any, NamedTuple
 
 import anthropic
 import httpx2
+import msgspec
 import openai
 import pytest
+from turnstile.core import ModelRequest, ToolResults, UserMessage
 from turnstile.providers._client import WireClient
 from turnstile.providers._transport import ReplayTransport, offline_sdk
 from turnstile.providers.replay import (
@@ -139,6 +141,41 @@ class _Replaying(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         return self.handle_request(request)
 
 
+class _LoopNotes:
+    """What a recording learns of the loop from the requests it sends, written as the trace's
+    `loop` section so that `turnstile replay` can run the trace too: the first request's prompt,
+    system, tools and max_tokens, and every tool result later requests carry. The test's guards
+    are not visible here; the section leaves them at their defaults."""
+
+    def __init__(self, model: str, stream: bool, options: dict[str, Any]) -> None:
+        self._head = {"model": model, "stream": stream, "options": options}
+        self._first: ModelRequest | None = None
+        self._outputs: dict[str, dict[str, Any]] = {}
+
+    def see(self, request: ModelRequest) -> None:
+        if self._first is None:
+            self._first = request
+        for message in request.messages:
+            if type(message) is ToolResults:
+                for r in message.results:
+                    self._outputs[r.call_id] = {"content": r.content, "is_error": r.is_error}
+
+    def section(self) -> dict[str, Any] | None:
+        """The `loop` section, or None when the run did not start from one user prompt (the
+        section's `prompt` can say nothing else)."""
+        first = self._first
+        if first is None or len(first.messages) != 1 or type(first.messages[0]) is not UserMessage:
+            return None
+        return {
+            **self._head,
+            "prompt": first.messages[0].content,
+            "system": first.system,
+            "max_tokens": first.max_tokens,
+            "tools": msgspec.to_builtins(list(first.tools)),
+            "tool_outputs": self._outputs,
+        }
+
+
 class Cassette:
     """One test's trace: replayed (mode `none`, or `new` when the file exists) or recorded.
 
@@ -160,6 +197,7 @@ class Cassette:
         self.stream = bool(marker.stream if marker.stream is not None else first.get("stream"))
         self.options = marker.options
         self.used = False
+        self._notes: _LoopNotes | None = None
         self._closers: list[Callable[[], object]] = []
         self._replaying: _Replaying | None = None
         if old is not None and not self.recording:
@@ -237,7 +275,17 @@ class Cassette:
             sdk = self._replay_sdk(sync)
         else:
             sdk = self._live_sdk(sync, network())
-        return CLIENTS[self.provider](sdk, model=self.model, stream=self.stream, **self.options)
+        client = CLIENTS[self.provider](sdk, model=self.model, stream=self.stream, **self.options)
+        if self._replaying is None:
+            self._notes = notes = _LoopNotes(client.model, self.stream, self.options)
+            encode = client._body
+
+            def noting(request: ModelRequest) -> Any:
+                notes.see(request)
+                return encode(request)
+
+            client._body = noting  # type: ignore[method-assign]
+        return client
 
     def _replay_sdk(self, sync: bool) -> Any:
         if sync:
@@ -277,6 +325,8 @@ class Cassette:
         if self._replaying is None:
             if not self.trace.exchanges:
                 return None
+            if self._notes is not None:
+                self.trace.loop = self._notes.section()
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.trace.save(self.path)
             return f"recorded {len(self.trace.exchanges)} exchange(s) to {self._shown}"

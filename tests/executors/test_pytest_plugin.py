@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from turnstile.providers.replay import Trace
+from turnstile.providers.replay import Trace, replay
 
 pytest_plugins = ["pytester"]
 
@@ -202,6 +202,14 @@ def test_recording_new_writes_no_secret_and_the_trace_then_replays(
     ]
     assert trace.exchanges[0].request.body["model"] == "claude-sonnet-4-6"
     assert [e.response for e in trace.exchanges] == [e.response for e in source.exchanges]
+    assert trace.loop is not None
+    assert trace.loop["prompt"] == "北京和上海哪个更暖和?"
+    assert [t["name"] for t in trace.loop["tools"]] == ["get_weather"]
+    assert len(trace.loop["tool_outputs"]) == 2
+    replayed = replay(written)  # what `turnstile replay` runs: the recorded loop, offline
+    assert replayed.stop_reason == "completed"
+    assert replayed.trajectory() == ["get_weather", "get_weather"]
+    assert "上海更暖和" in replayed.output
 
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     _run(pytester).assert_outcomes(passed=1)
