@@ -4,7 +4,6 @@ from ._commands import AwaitApproval as AwaitApproval
 from ._commands import CallModel as CallModel
 from ._commands import Command as Command
 from ._commands import Finish as Finish
-from ._commands import History as History
 from ._commands import ModelRequest as ModelRequest
 from ._commands import Purpose as Purpose
 from ._commands import RunTool as RunTool
@@ -15,9 +14,13 @@ from ._errors import InvalidHistory as InvalidHistory
 from ._errors import ModelError as ModelError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import TurnstileError as TurnstileError
+from ._guards import Guards as Guards
+from ._history import History as History
+from ._history import history_problems as history_problems
 from ._history import validate_history as validate_history
 from ._loop import Loop as Loop
 from ._loop import estimate_tokens as estimate_tokens
+from ._machine import dot as dot
 from ._machine import mermaid as mermaid
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import Message as Message
@@ -34,6 +37,7 @@ from ._messages import UserMessage as UserMessage
 from ._messages import text_of as text_of
 from ._observations import Approved as Approved
 from ._observations import Cancel as Cancel
+from ._observations import Cancelled as Cancelled
 from ._observations import Denied as Denied
 from ._observations import Event as Event
 from ._observations import ModelFailed as ModelFailed
@@ -42,15 +46,15 @@ from ._observations import Observation as Observation
 from ._observations import Started as Started
 from ._observations import Tick as Tick
 from ._observations import ToolReturned as ToolReturned
-from ._spec import Guards as Guards
 from ._spec import HasToolCall as HasToolCall
 from ._spec import LoopSpec as LoopSpec
 from ._spec import StepCountIs as StepCountIs
 from ._spec import TextContains as TextContains
-from ._spec import ToolSpec as ToolSpec
+from ._spec import TurnCountIs as TurnCountIs
 from ._state import CallStatus as CallStatus
 from ._state import LoopState as LoopState
 from ._state import PendingCall as PendingCall
 from ._tools import Tool as Tool
 from ._tools import ToolOutcome as ToolOutcome
+from ._tools import ToolSpec as ToolSpec
 from ._tools import tool as tool

@@ -7,7 +7,6 @@ __all__ = [
     "CallModel",
     "Command",
     "Finish",
-    "History",
     "ModelRequest",
     "Purpose",
     "RunTool",
@@ -15,14 +14,13 @@ __all__ = [
 ]
 
 import enum
-import itertools
-from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from ._messages import Message
-from ._spec import ToolSpec
+from ._tools import ToolSpec
 
 
 class StopReason(enum.StrEnum):
@@ -47,58 +45,6 @@ class StopReason(enum.StrEnum):
 class Purpose(enum.StrEnum):
     turn = "turn"
     finalize = "finalize"
-
-
-class History(Sequence[Message]):
-    """A read-only view of the first `n` messages of the loop's append-only ledger.
-
-    Taking one costs O(1) whatever the history's length, and since the ledger only grows, the view
-    never changes: a request keeps showing exactly what was sent.
-    """
-
-    __slots__ = ("_items", "_n")
-
-    def __init__(self, items: list[Message], n: int | None = None) -> None:
-        self._items = items
-        self._n = len(items) if n is None else n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def ledger(self) -> object:
-        """The append-only list this view shows the start of, for identity (`is`, `id`) only:
-        views of one ledger agree on every message they share, so encoders may cache by it."""
-        return self._items
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Message]: ...
-    def __getitem__(self, index: int | slice) -> Message | list[Message]:
-        if isinstance(index, slice):
-            if index.step in (None, 1):
-                start, stop, _ = index.indices(self._n)
-                return self._items[start:stop]  # copies the slice only, not the whole prefix
-            return self._items[: self._n][index]
-        if index < 0:
-            index += self._n
-        if not 0 <= index < self._n:
-            raise IndexError("history index out of range")
-        return self._items[index]
-
-    def __iter__(self) -> Iterator[Message]:
-        return itertools.islice(self._items, self._n)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(list(self))
 
 
 class ModelRequest(msgspec.Struct, frozen=True, gc=False):
@@ -141,6 +87,3 @@ class Finish(Command, frozen=True, tag="finish"):
 
     reason: StopReason
     output: Any = None
-
-
-AnyCommand = CallModel | RunTool | AwaitApproval | Finish

@@ -1,14 +1,67 @@
-"""The ledger's rules, checked: the seeds' three trace checks as one function."""
+"""The history: an append-only ledger of messages, its read-only views, and its rules checked."""
 
 from __future__ import annotations
 
-__all__ = ["history_problems", "validate_history"]
+__all__ = ["History", "history_problems", "validate_history"]
 
+import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 from ._errors import HistoryProblem, InvalidHistory
 from ._messages import AssistantMessage, Message, ToolCall, ToolResults, UserMessage
+
+
+class History(Sequence[Message]):
+    """A read-only view of the first `n` messages of the loop's append-only ledger.
+
+    Taking one costs O(1) whatever the history's length, and since the ledger only grows, the view
+    never changes: a request keeps showing exactly what was sent.
+    """
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Message], n: int | None = None) -> None:
+        self._items = items
+        self._n = len(items) if n is None else n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def extends(self, other: History) -> bool:
+        """True when this view shows all that `other` shows, and perhaps more: both show one
+        ledger, this one at least as far. An encoder may then continue `other`'s wire form."""
+        return self._items is other._items and self._n >= other._n
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            if index.step in (None, 1):
+                start, stop, _ = index.indices(self._n)
+                return self._items[start:stop]  # copies the slice only, not the whole prefix
+            return self._items[: self._n][index]
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("history index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.islice(self._items, self._n)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 def history_problems(

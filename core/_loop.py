@@ -19,14 +19,13 @@ from ._commands import (
     CallModel,
     Command,
     Finish,
-    History,
     ModelRequest,
     Purpose,
     RunTool,
     StopReason,
 )
 from ._errors import CorruptState, HistoryProblem, InvalidHistory, ProtocolError
-from ._history import history_problems
+from ._history import History, history_problems
 from ._machine import ACCEPTS, NEXT
 from ._messages import (
     AssistantMessage,
@@ -43,7 +42,7 @@ from ._messages import (
 )
 from ._observations import (
     Approved,
-    Cancel,
+    Cancelled,
     Denied,
     Event,
     ModelFailed,
@@ -53,8 +52,9 @@ from ._observations import (
     Tick,
     ToolReturned,
 )
-from ._spec import LoopSpec, ToolSpec
+from ._spec import LoopSpec
 from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state
+from ._tools import ToolSpec
 
 _BUDGET_REASONS = (StopReason.max_turns, StopReason.deadline, StopReason.context_budget)
 # keys sorted: equal arguments encode equal whatever their order ("deterministic" sorts dict keys
@@ -73,6 +73,7 @@ _DONE, _QUEUED, _RUNNING, _APPROVAL = (
 _REFUSALS = frozenset({ModelStop.refusal, ModelStop.content_filter})
 _DEADLINE = "the run's deadline passed"
 _NO_RESOURCES: frozenset[str] = frozenset()
+_PAST_DEADLINES = frozenset({"finalizing", "done"})  # the deadline no longer applies
 
 
 def estimate_tokens(text: str) -> int:
@@ -182,6 +183,29 @@ class Loop:
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
         return commands
 
+    def outstanding_ids(self) -> frozenset[str]:
+        """The ids of the commands the loop still waits on (its model call, each running call,
+        each call awaiting approval): an executor may drop work whose id is not among them."""
+        st = self.state
+        ids = [p.call.id for p in st.batch if p.status is _RUNNING or p.status is _APPROVAL]
+        if st.pending_model is not None:
+            ids.append(st.pending_model)
+        return frozenset(ids)
+
+    def next_deadline(self) -> float | None:
+        """When (on the clock that stamps observations) the deadline guard will fire, so an
+        executor can send a `Tick` then; None when no deadline can fire any more."""
+        st = self.state
+        if self._deadline is None or st.started_at is None or st.phase in _PAST_DEADLINES:
+            return None
+        return st.started_at + self._deadline
+
+    def resume_offset(self, now: float) -> float:
+        """What to add to a clock reading `now` so a resumed run's time goes on from its last
+        event: time a dumped state spent at rest (a human away, a restart) is not counted."""
+        events = self.state.events
+        return events[-1].now - now if events else 0.0
+
     # -- driving -----------------------------------------------------------------------------
 
     def start(self, prompt: str | Sequence[Message], now: float) -> list[Command]:
@@ -266,7 +290,7 @@ class Loop:
             return []
         return self._stop(StopReason.deadline, _DEADLINE)
 
-    def _on_cancel(self, obs: Cancel) -> list[Command]:
+    def _on_cancel(self, obs: Cancelled) -> list[Command]:
         self.state.events.append(obs)
         self._abort_batch(f"the run was cancelled ({obs.reason or 'no reason given'})")
         return self._finish(StopReason.cancelled, None)
@@ -533,7 +557,7 @@ _HANDLERS: dict[type, Any] = {
     Approved: Loop._on_approved,
     Denied: Loop._on_denied,
     Tick: Loop._on_tick,
-    Cancel: Loop._on_cancel,
+    Cancelled: Loop._on_cancel,
 }
 
 

@@ -18,7 +18,7 @@ from transitions import Machine
 
 from ._observations import (
     Approved,
-    Cancel,
+    Cancelled,
     Denied,
     ModelFailed,
     ModelReplied,
@@ -46,11 +46,11 @@ TRANSITIONS: list[dict[str, object]] = [
 ]
 
 ACCEPTS: dict[str, frozenset[type]] = {
-    "idle": frozenset({Cancel}),
-    "awaiting_model": frozenset({ModelReplied, ModelFailed, Tick, Cancel}),
-    "awaiting_tools": frozenset({ToolReturned, Approved, Denied, Tick, Cancel}),
-    "awaiting_approval": frozenset({Approved, Denied, Tick, Cancel}),
-    "finalizing": frozenset({ModelReplied, ModelFailed, Tick, Cancel}),
+    "idle": frozenset({Cancelled}),
+    "awaiting_model": frozenset({ModelReplied, ModelFailed, Tick, Cancelled}),
+    "awaiting_tools": frozenset({ToolReturned, Approved, Denied, Tick, Cancelled}),
+    "awaiting_approval": frozenset({Approved, Denied, Tick, Cancelled}),
+    "finalizing": frozenset({ModelReplied, ModelFailed, Tick, Cancelled}),
     "done": frozenset(),
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 __all__ = [
     "Approved",
     "Cancel",
+    "Cancelled",
     "Denied",
     "Event",
     "ModelFailed",
@@ -66,8 +67,14 @@ class Tick(Observation, frozen=True, tag="tick"):
     """Time passed; lets the deadline guard fire while nothing else happens."""
 
 
-class Cancel(Observation, frozen=True, tag="cancel"):
+class Cancelled(Observation, frozen=True, tag="cancel"):
+    """The run was called off (a user, a shutdown): results are written, and it finishes."""
+
     reason: str = ""
+
+
+Cancel = Cancelled
+"""The name `Cancelled` had before 0.2 (an order, where every observation is a past fact)."""
 
 
 class Started(Observation, frozen=True, tag="started"):
@@ -76,5 +83,4 @@ class Started(Observation, frozen=True, tag="started"):
     messages: list[Message]
 
 
-AnyObservation = ModelReplied | ModelFailed | ToolReturned | Approved | Denied | Tick | Cancel
-Event = Started | AnyObservation
+Event = Started | ModelReplied | ModelFailed | ToolReturned | Approved | Denied | Tick | Cancelled

@@ -13,8 +13,9 @@ from typing import Any
 
 import msgspec
 
-from ._commands import History, StopReason
+from ._commands import StopReason
 from ._errors import CorruptState
+from ._history import History
 from ._messages import Message, ToolCall, ToolResult, Usage
 from ._observations import Event
 

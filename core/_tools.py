@@ -1,4 +1,5 @@
-"""`@tool`: a typed Python function becomes a `ToolSpec` plus a checked way to call it.
+"""Tools: `ToolSpec` (a tool as the model sees it) and `@tool`, which turns a typed Python
+function into a `ToolSpec` plus a checked way to call it.
 
 The JSON schema comes from msgspec, built from the signature; the same msgspec type checks the
 model's arguments before the function runs. Every failure becomes a short message the model can
@@ -7,7 +8,7 @@ act on, never a traceback.
 
 from __future__ import annotations
 
-__all__ = ["Tool", "ToolOutcome", "tool"]
+__all__ = ["Tool", "ToolOutcome", "ToolSpec", "tool"]
 
 import inspect
 from collections.abc import Awaitable, Callable
@@ -15,9 +16,29 @@ from typing import Any, NamedTuple, get_type_hints, overload
 
 import msgspec
 
-from ._spec import ToolSpec
-
 _json = msgspec.json.Encoder()
+
+
+def _empty_object() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A tool as the model sees it, plus how the loop may schedule it.
+
+    `parallel_safe=False`: overlaps with no other call. `resource`: calls naming the same resource
+    never overlap each other. `finish`: calling it ends the run, its arguments being the output.
+    `needs_approval`: a human must approve each call first. `timeout_s`: for executors.
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(default_factory=_empty_object)
+    parallel_safe: bool = True
+    resource: str | None = None
+    finish: bool = False
+    needs_approval: bool = False
+    timeout_s: float | None = None
 
 
 class ToolOutcome(NamedTuple):

@@ -103,10 +103,8 @@ def prepare(
     if state is None:
         return Loop(spec), clock
     loop = Loop(spec, state.state)
-    if not loop.state.events:
-        return loop, clock
-    offset = loop.state.events[-1].now - clock()
-    return loop, lambda: clock() + offset
+    offset = loop.resume_offset(clock())
+    return loop, (lambda: clock() + offset) if offset else clock
 
 
 def model_failed(command_id: str, exc: Exception, now: float) -> ModelFailed:

@@ -17,8 +17,7 @@ import socket
 import sys
 from typing import Any, NoReturn
 
-from turnstile.core._spec import ToolSpec
-from turnstile.core._tools import Tool, ToolOutcome
+from turnstile.core._tools import Tool, ToolOutcome, ToolSpec
 
 from ._sandbox_confine import RESULT_FD, confine, plumb, rehearse
 from ._sandbox_layers import LAYERS, Layer

@@ -13,8 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from turnstile.core._spec import ToolSpec
-from turnstile.core._tools import Tool, tool
+from turnstile.core._tools import Tool, ToolSpec, tool
 
 
 class ToolRef(NamedTuple):

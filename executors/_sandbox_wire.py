@@ -29,7 +29,7 @@ import struct
 from typing import Any
 
 import msgspec
-from turnstile.core._spec import ToolSpec
+from turnstile.core._tools import ToolSpec
 
 from ._sandbox_layers import Layer
 from ._sandbox_limits import SandboxLimits

@@ -37,10 +37,6 @@ class Toolbox:
         t = self._tools.get(name)
         return self._missing(name) if t is None else t.invoke(arguments)
 
-    async def arun(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        t = self._tools.get(name)
-        return self._missing(name) if t is None else await t.ainvoke(arguments)
-
 
 def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRunner:
     """A runner as given (a `Toolbox`, a sandbox...), or a `Toolbox` of the tools given."""

@@ -9,7 +9,7 @@ import json
 from turnstile.core import (
     Approved,
     AssistantMessage,
-    Cancel,
+    Cancelled,
     Denied,
     LoopState,
     ModelFailed,
@@ -84,7 +84,7 @@ def transcript(state: LoopState) -> str:
                 lines.append(f"✓ approved {names.get(cid, cid)} ({cid})")
             case Denied(call_id=cid, reason=reason):
                 lines.append(f"✗ denied {names.get(cid, cid)} ({cid}): {reason}")
-            case Cancel(reason=reason):
+            case Cancelled(reason=reason):
                 lines.append(f"! cancelled: {reason}")
     waiting = [p.call for p in state.outstanding]
     if waiting:

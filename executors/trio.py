@@ -20,7 +20,7 @@ import trio
 from turnstile.core import (
     AwaitApproval,
     CallModel,
-    Cancel,
+    Cancelled,
     Command,
     Finish,
     Loop,
@@ -154,18 +154,15 @@ async def run(
 
     async def ticker() -> None:
         """Wake the loop when its deadline is due, even while every task is still busy."""
-        limit, started = loop.spec.guards.deadline_s, loop.state.started_at
-        if limit is not None and started is not None:
-            await trio.sleep_until(trio.current_time() + started + limit - now())
+        deadline = loop.next_deadline()
+        if deadline is not None:
+            await trio.sleep_until(trio.current_time() + deadline - now())
             observations.send_nowait(("tick", Tick(now=now())))
 
     def abandon_stale() -> None:
         """Cancel tasks whose results the loop no longer waits for (it finished, or a guard
         gave up on a running batch)."""
-        st = loop.state
-        wanted = {p.call.id for p in st.outstanding}
-        if st.pending_model is not None:
-            wanted.add(st.pending_model)
+        wanted = loop.outstanding_ids()
         for key in [k for k in tasks if k not in wanted]:
             tasks.pop(key).cancel()
 
@@ -182,5 +179,5 @@ async def run(
     except BaseExceptionGroup as group:
         if not _only(group, (trio.Cancelled, KeyboardInterrupt)) or loop.state.phase == "done":
             raise
-        step(nursery, Cancel("the run was cancelled", now=now()))
+        step(nursery, Cancelled("the run was cancelled", now=now()))
     return Run(loop, finish, waiting)

@@ -6,10 +6,10 @@ left fold (`fold(wire, messages)` appends to `wire`, and may replace, never chan
 entry), so the wire form of a longer view is the cached one continued with the new messages.
 
 Only `turnstile.core.History` views are cached: views of one ledger agree on every message they
-share, because the ledger only grows (`History`'s contract). An entry holds a view, so the ledger
-it is keyed by (`id`) stays alive and its id cannot name another list; it also holds the last
-message it folded and checks it is still there. Any other sequence is encoded whole, as before.
-At most `size` ledgers are kept, the least recently used dropped first.
+share, because the ledger only grows (`History`'s contract), and `History.extends` says when one
+view continues another; an entry also checks the last message it folded is still in place.
+Any other sequence is encoded whole. At most `size` ledgers are kept,
+the least recently used dropped first.
 
 The list returned is new on every call; its entries (and everything inside them) are shared with
 the cache and with other bodies of the same history, so they are read-only: copy an entry before
@@ -21,7 +21,6 @@ from __future__ import annotations
 __all__ = ["WireCache"]
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -50,7 +49,7 @@ class WireCache:
     def __init__(self, fold: Callable[[Wire, Iterable[Message]], None], size: int = 16) -> None:
         self._fold = fold
         self._size = size
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._entries: list[_Entry] = []  # the most recently used last
         self._lock = threading.Lock()
 
     def wire(self, messages: Sequence[Message], head: Wire | None = None) -> Wire:
@@ -58,29 +57,36 @@ class WireCache:
         out = list(head) if head else []
         if type(messages) is not History:
             return out + self._whole(messages)
-        n = len(messages)
-        key = id(messages.ledger)
         with self._lock:
-            entry = self._entries.pop(key, None)
-        if entry is not None and entry.n > n:
-            self._keep(key, entry)  # an older view: the loop has gone on, keep the longer one
+            entry = self._take(messages)
+        if entry is not None and not messages.extends(entry.view):
+            self._keep(entry)  # an older view: the loop has gone on, keep the longer one
             return out + self._whole(messages)
         if entry is None or (entry.n and messages[entry.n - 1] is not entry.last):
-            entry = _Entry(messages)
+            entry = _Entry(messages)  # new, or its ledger was changed behind its back
+        n = len(messages)
         self._fold(entry.wire, messages[entry.n : n])  # on an error the entry is dropped
         entry.n, entry.view = n, messages
         entry.last = messages[n - 1] if n else None
         out += entry.wire
-        self._keep(key, entry)
+        self._keep(entry)
         return out
+
+    def _take(self, messages: History) -> _Entry | None:
+        """The entry of the ledger `messages` shows, taken out; None when there is none."""
+        for i in range(len(self._entries) - 1, -1, -1):
+            entry = self._entries[i]
+            if messages.extends(entry.view) or entry.view.extends(messages):
+                return self._entries.pop(i)
+        return None
 
     def _whole(self, messages: Iterable[Message]) -> Wire:
         wire: Wire = []
         self._fold(wire, messages)
         return wire
 
-    def _keep(self, key: int, entry: _Entry) -> None:
+    def _keep(self, entry: _Entry) -> None:
         with self._lock:
-            self._entries[key] = entry
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+            self._entries.append(entry)
+            if len(self._entries) > self._size:
+                del self._entries[0]

@@ -17,7 +17,7 @@ from turnstile.core import (
     AssistantMessage,
     AwaitApproval,
     CallModel,
-    Cancel,
+    Cancelled,
     Command,
     Denied,
     Finish,
@@ -34,7 +34,6 @@ from turnstile.core import (
     ProtocolError,
     Purpose,
     RunTool,
-    StepCountIs,
     StopReason,
     Text,
     TextContains,
@@ -45,15 +44,12 @@ from turnstile.core import (
     ToolResults,
     ToolReturned,
     ToolSpec,
+    TurnCountIs,
     Usage,
     UserMessage,
     text_of,
     validate_history,
 )
-
-# Core bugs the worlds steered around while they were open (all fixed now; a new one goes here,
-# with a strict xfail test in test_properties.py, until core is fixed).
-KNOWN_BUGS: frozenset[str] = frozenset()
 
 PENDING_PHASES = ("awaiting_tools", "awaiting_approval")
 BUDGET_REASONS = (StopReason.max_turns, StopReason.deadline, StopReason.context_budget)
@@ -112,7 +108,7 @@ def specs(
     if stop_when is None:
         stop_when = draw(
             st.sampled_from(
-                [(), (StepCountIs(5),), (HasToolCall("t1"),), (TextContains("done"),), ()]
+                [(), (TurnCountIs(5),), (HasToolCall("t1"),), (TextContains("done"),), ()]
             )
         )
     system = draw(st.sampled_from([None, "be brief"]))
@@ -146,17 +142,10 @@ def draw_response(
         stop = ODD_STOPS[odd]
     else:
         stop = ModelStop.tool_use if calls else ModelStop.end_turn
-    if stop is ModelStop.pause and not calls and "pause_without_calls" in KNOWN_BUGS:
-        stop = ModelStop.end_turn
     usage = Usage(data.draw(st.integers(0, 400)), data.draw(st.integers(0, 50)))
     return ModelResponse(
         content, stop, usage, raw_stop="weird" if stop is ModelStop.other else None
     )
-
-
-def asks_approval(spec: LoopSpec, response: ModelResponse) -> bool:
-    approval = {t.name for t in spec.tools if t.needs_approval}
-    return any(type(p) is ToolCall and p.name in approval for p in response.content)
 
 
 def last_reply_calls(messages: Sequence[Any]) -> dict[str, ToolCall]:
@@ -328,7 +317,7 @@ class Run:
         if reason is StopReason.max_turns:
             assert st_.turns == guards.max_turns
         elif reason is StopReason.cancelled:
-            assert type(last) is Cancel
+            assert type(last) is Cancelled
         elif reason is StopReason.model_error:
             assert type(last) is ModelFailed
         elif reason is StopReason.completed:
@@ -399,7 +388,7 @@ def world_step(data: st.DataObject, run: Run) -> Observation:
     choice = data.draw(st.integers(0, 39))  # hypothesis favours the ends: keep rare cases inside
     now = run.now + data.draw(st.sampled_from(TIME_STEPS))
     if choice == 17 and not calm:
-        return Cancel(reason=data.draw(st.sampled_from(["", "user left"])), now=now)
+        return Cancelled(reason=data.draw(st.sampled_from(["", "user left"])), now=now)
     if 20 <= choice < 24 or not run.waiting:
         return Tick(now=now)
     command = data.draw(st.sampled_from(run.waiting))
@@ -411,8 +400,6 @@ def world_step(data: st.DataObject, run: Run) -> Observation:
         n = data.draw(st.sampled_from([1, 1, 1, 1, 2, 2, 2, 0, 2, 3, 3, 3, 1]))
         calls = [draw_call(data, run.new_call_id(), names) for _ in range(max(n, calm))]
         response = draw_response(data, calls, calm=calm)
-        if "approval_after_deadline" in KNOWN_BUGS and asks_approval(run.spec, response):
-            now = run.now
         return ModelReplied(command.id, response, now=now)
     if type(command) is RunTool:
         content = data.draw(st.sampled_from(["ok", "boom", "42"]))
@@ -438,7 +425,7 @@ def drive(
         if len(run.observations) >= steps:
             if not cancel:
                 break
-            run.send(Cancel(reason="enough", now=run.now))
+            run.send(Cancelled(reason="enough", now=run.now))
         else:
             run.send(world_step(data, run))
         if on_step is not None:
@@ -463,14 +450,10 @@ def odd_observation(data: st.DataObject, spec: LoopSpec, loop: Loop) -> Observat
     now = last + data.draw(st.sampled_from([*TIME_STEPS, 100.0]))
     if kind == 0:
         tag = f"fz{len(st_.events)}-"
-        pool = [tag + "a", tag + "b", tag + "c"]
-        if "reused_call_id" not in KNOWN_BUGS:
-            pool += call_ids
+        pool = [tag + "a", tag + "b", tag + "c", *call_ids]
         names = [t.name for t in spec.tools] + [UNKNOWN_TOOL]
         ids = data.draw(st.lists(st.sampled_from(pool), max_size=3))
         response = draw_response(data, [draw_call(data, i, names) for i in ids])
-        if "approval_after_deadline" in KNOWN_BUGS and asks_approval(spec, response):
-            now = last
         return ModelReplied(data.draw(st.sampled_from(model_ids)), response, now=now)
     if kind == 1:
         retryable = data.draw(st.booleans())
@@ -484,4 +467,4 @@ def odd_observation(data: st.DataObject, spec: LoopSpec, loop: Loop) -> Observat
         return Denied(call_id, now=now)
     if kind == 5:
         return Tick(now=now)
-    return Cancel(now=now)
+    return Cancelled(now=now)

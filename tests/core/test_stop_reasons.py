@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from turnstile.core import (
     Approved,
-    Cancel,
+    Cancelled,
     Denied,
     Guards,
     HasToolCall,
     ModelFailed,
     ModelStop,
-    StepCountIs,
     StopReason,
     TextContains,
     Tick,
     ToolCall,
     ToolSpec,
+    TurnCountIs,
     Usage,
     validate_history,
 )
@@ -68,7 +68,7 @@ def test_stop_conditions(snapshot) -> None:
     finished(d, StopReason.stop_condition)
     assert d.transcript() == snapshot
 
-    d = Driver(spec("t", stop_when=(StepCountIs(2),)))
+    d = Driver(spec("t", stop_when=(TurnCountIs(2),)))
     d.start()
     d.reply(call("a", "t", n=1))
     d.result("a")
@@ -266,7 +266,7 @@ def test_cancel_mid_batch(snapshot) -> None:
     d = Driver(spec("a", ToolSpec("b", needs_approval=True)))
     d.start()
     d.reply(call("x", "a"), call("y", "b"))
-    d.send(Cancel("user pressed ctrl-c", now=2.0))
+    d.send(Cancelled("user pressed ctrl-c", now=2.0))
     finished(d, StopReason.cancelled)
     results = d.state.messages[-1].results
     assert [r.content for r in results] == [
