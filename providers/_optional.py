@@ -1,0 +1,25 @@
+"""Optional dependencies: a missing one is named in one line that says which extra installs it."""
+
+from __future__ import annotations
+
+__all__ = ["MissingExtra", "missing_extra"]
+
+from turnstile.core import TurnstileError
+
+
+class MissingExtra(TurnstileError, ImportError):
+    """A part of turnstile needs a package that is not installed; the message says what to
+    install (`pip install 'turnstile[extra]'`)."""
+
+
+def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> ImportError:
+    """The error to raise for `error`: a `MissingExtra` naming `extra` when the missing module is
+    one that extra installs (`extra`'s own name, e.g. "trio", or a package it pulls in), else
+    `error` itself, so a broken install of something else is not misreported."""
+    installs = {"anthropic": ("anthropic", "httpx2"), "openai": ("openai", "httpx2")}
+    missing = (error.name or "").partition(".")[0]
+    if missing not in installs.get(extra, (extra,)):
+        return error
+    return MissingExtra(
+        f"{needed_by} needs the {missing} package: pip install 'turnstile[{extra}]'"
+    )
