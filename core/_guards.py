@@ -1,10 +1,40 @@
-"""The loop's hard limits: plain data in the spec, each counted on its own."""
+"""The loop's guards: their limits as plain data in the spec, and each one's check.
+
+Each guard counts on its own (turns, time, context, repeated calls, rounds without progress,
+rounds of failures). The checks read and update the loop's state, and never decide what the loop
+does next: the loop asks them, then looks its move up in the phase table.
+"""
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_FINALIZE_PROMPT", "Guards"]
+__all__ = [
+    "DEFAULT_FINALIZE_PROMPT",
+    "FINALIZABLE",
+    "STALL_PERIODS",
+    "Checks",
+    "Guards",
+    "estimate_tokens",
+    "message_tokens",
+    "part_tokens",
+]
+
+from collections.abc import Iterable
+from zlib import crc32
 
 import msgspec
+
+from ._commands import StopReason
+from ._messages import (
+    AssistantMessage,
+    Message,
+    Part,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResults,
+    UserMessage,
+)
+from ._state import LoopState
 
 DEFAULT_FINALIZE_PROMPT = (
     "You have run out of budget for tools. Do not call any tool. Using only what you have "
@@ -41,3 +71,121 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"Guards.{name} must be 1 or more, or None")
         if self.max_model_retries < 0 or self.reserve_tokens < 0:
             raise ValueError("Guards.max_model_retries and reserve_tokens cannot be negative")
+
+
+STALL_PERIODS = 3
+"""The no-progress guard finds cycles of 1 to this many rounds (A-A-A, A-B-A-B, A-B-C-A-B-C)."""
+
+FINALIZABLE = frozenset({StopReason.max_turns, StopReason.deadline, StopReason.context_budget})
+"""The budgets: when one runs out, the loop may first ask for a final answer without tools."""
+
+# keys sorted: equal arguments encode equal whatever their order ("deterministic" sorts dict keys
+# like "sorted" does, and costs less)
+canonical = msgspec.json.Encoder(order="deterministic")
+
+
+def estimate_tokens(text: str) -> int:
+    """A deliberately generous token estimate (about 3 UTF-8 bytes a token) for budgeting."""
+    size = len(text) if text.isascii() else len(text.encode())  # isascii is O(1): no copy
+    return (size + 2) // 3
+
+
+def part_tokens(parts: Iterable[Part]) -> int:
+    total = 0
+    for p in parts:
+        if type(p) is Text or type(p) is Thinking:
+            total += estimate_tokens(p.text)
+        elif type(p) is ToolCall:
+            total += estimate_tokens(p.raw_arguments or canonical.encode(p.arguments).decode())
+    return total
+
+
+def message_tokens(message: Message) -> int:
+    match message:
+        case UserMessage(content=content):
+            return estimate_tokens(content)
+        case AssistantMessage(content=parts):
+            return part_tokens(parts)
+        case ToolResults(results=results):
+            return sum(estimate_tokens(r.content) for r in results)
+    raise TypeError(f"not a message: {message!r}")
+
+
+class Checks:
+    """A spec's guards as plain values (the spec is frozen; they are read on every turn), and
+    each guard's check, written once."""
+
+    __slots__ = (
+        "budget",
+        "deadline_s",
+        "max_failed",
+        "max_retries",
+        "max_turns",
+        "repeats",
+        "stall",
+    )
+
+    def __init__(self, guards: Guards) -> None:
+        self.deadline_s = guards.deadline_s
+        self.max_turns = guards.max_turns
+        self.budget = (
+            None if guards.context_window is None else guards.context_window - guards.reserve_tokens
+        )
+        self.max_failed = guards.max_failed_rounds
+        self.max_retries = guards.max_model_retries
+        self.repeats = guards.max_repeated_calls
+        self.stall = guards.max_stalled_rounds
+
+    def deadline(self, started_at: float | None) -> float | None:
+        """When the deadline falls, for a run started at `started_at`; None without one."""
+        if self.deadline_s is None or started_at is None:
+            return None
+        return started_at + self.deadline_s
+
+    def deadline_passed(self, started_at: float | None, now: float) -> bool:
+        limit = self.deadline_s
+        return limit is not None and started_at is not None and now - started_at >= limit
+
+    def before_turn(self, state: LoopState) -> StopReason | None:
+        """The first of the other guards that stops the run before its next model call (after
+        the deadline), checked in this order: turns, context, failed rounds, no progress."""
+        if self.max_turns is not None and state.turns >= self.max_turns:
+            return StopReason.max_turns
+        if self.budget is not None and state.context_tokens > self.budget:
+            return StopReason.context_budget
+        if self.max_failed is not None and state.failed_rounds >= self.max_failed:
+            return StopReason.tool_errors
+        k = self.stall
+        digests = state.round_digests
+        # a cycle can only end here if the last round repeats one of the few before it
+        if k is not None and digests and digests[-1] in digests[-1 - STALL_PERIODS : -1]:
+            return StopReason.no_progress if _stalled(digests, k) else None
+        return None
+
+    def repeated(self, counts: dict[str, int], call: ToolCall) -> str | None:
+        """Count `call` by name and arguments; once the same call reaches the limit, say so."""
+        key = call.name + "\0" + canonical.encode(call.arguments).decode()
+        count = counts[key] = counts.get(key, 0) + 1
+        if self.repeats is not None and count >= self.repeats:
+            return f"{call.name} was already called {count - 1} times with these arguments"
+        return None
+
+    def record_round(self, state: LoopState, digest: object, failed: bool) -> None:
+        """Count a finished round (`digest`: what its calls and results were) for the
+        failed-rounds and no-progress guards, keeping only the rounds they can still need."""
+        state.failed_rounds = state.failed_rounds + 1 if failed else 0
+        state.round_digests.append(str(crc32(canonical.encode(digest))))
+        if self.stall is not None and len(state.round_digests) > STALL_PERIODS * self.stall:
+            del state.round_digests[0]
+
+
+def _stalled(digests: list[str], k: int) -> bool:
+    """True when the last rounds repeat one block of 1 to `STALL_PERIODS` rounds `k` times."""
+    n = len(digests)
+    for period in range(1, STALL_PERIODS + 1):
+        span = period * k
+        if n >= span and all(
+            digests[n - i] == digests[n - i - period] for i in range(1, span - period + 1)
+        ):
+            return True
+    return False

@@ -1,16 +1,26 @@
-"""Everything that decides which phase the loop is in lives here, in two tables.
+"""The loop's phases and every move between them, in one table.
 
-Theory of operation: the loop is always in one phase. An observation is legal only if
-`ACCEPTS[phase]` lists its type; anything else is a `ProtocolError` and changes nothing. Handling
-a legal observation ends in one of the triggers below, and `TRANSITIONS` (a `transitions`
-table, built once at import) says where that trigger leads from the current phase. The hot path
-reads the same table through `NEXT`, a plain dict, instead of firing a `transitions` trigger per
-observation (about 12 µs each), and a trigger the table does not list for a phase is a bug.
+Theory of operation: the loop is always in one phase. `TABLE` says, for each phase, what can
+happen there (an event: the conversation handed to `Loop.start`, or an observation handed to
+`Loop.send`), what the loop may decide on it, and which phase each decision leads to. The loop
+changes phase only by looking its move up here: an event the current phase does not list is
+refused with a `ProtocolError` before anything changes, and a decision the table does not list
+for that event is a bug in the loop (a `KeyError`). `ACCEPTS`, `NEXT` (the same table as a flat
+dict the loop reads, taken from the machine) and the `transitions` machine, which also draws the
+diagram, are all built from `TABLE` at import; a test walks the loop and the machine side by side.
+
+The decisions:
+    ask       ask the model (again: after a round, a pause, a retryable failure)
+    run       tool calls are running (the round's, or ones a result or an approval let go)
+    approve   nothing can run until a human answers
+    wait      nothing to do yet
+    finalize  a budget ran out: one last model call, without tools
+    finish    the run is over
 """
 
 from __future__ import annotations
 
-__all__ = ["ACCEPTS", "NEXT", "PHASES", "TRANSITIONS", "dot", "mermaid"]
+__all__ = ["ACCEPTS", "MACHINE", "NEXT", "PHASES", "TABLE", "dot", "mermaid", "trigger"]
 
 from typing import Literal
 
@@ -22,75 +32,116 @@ from ._observations import (
     Denied,
     ModelFailed,
     ModelReplied,
+    Observation,
+    Started,
     Tick,
     ToolReturned,
 )
 
-PHASES = ["idle", "awaiting_model", "awaiting_tools", "awaiting_approval", "finalizing", "done"]
-_WORKING = ["awaiting_model", "awaiting_tools", "awaiting_approval"]
+PHASES = ("idle", "awaiting_model", "awaiting_tools", "awaiting_approval", "finalizing", "done")
+IDLE, MODEL, TOOLS, APPROVAL, FINALIZING, DONE = PHASES
 
-TRANSITIONS: list[dict[str, object]] = [
-    # the conversation is handed over: ask the model
-    {"trigger": "start", "source": "idle", "dest": "awaiting_model"},
-    # a reply's batch has calls that may run now (or an approval let one run)
-    {"trigger": "run_tools", "source": _WORKING, "dest": "awaiting_tools"},
-    # nothing can run until a human answers
-    {"trigger": "await_approval", "source": _WORKING, "dest": "awaiting_approval"},
-    # the batch is resolved, a retry is due, or the model paused: ask again
-    {"trigger": "ask_model", "source": _WORKING, "dest": "awaiting_model"},
-    # a budget guard tripped: one last call without tools
-    {"trigger": "finalize", "source": _WORKING, "dest": "finalizing"},
-    {"trigger": "retry_finalize", "source": "finalizing", "dest": "finalizing"},
-    # a stop reason is known
-    {"trigger": "finish", "source": ["idle", *_WORKING, "finalizing"], "dest": "done"},
-]
+# a budget can run out (or the deadline pass) whatever happened, and a run can always end
+_OUT = {"finalize": FINALIZING, "finish": DONE}
 
-ACCEPTS: dict[str, frozenset[type]] = {
-    "idle": frozenset({Cancelled}),
-    "awaiting_model": frozenset({ModelReplied, ModelFailed, Tick, Cancelled}),
-    "awaiting_tools": frozenset({ToolReturned, Approved, Denied, Tick, Cancelled}),
-    "awaiting_approval": frozenset({Approved, Denied, Tick, Cancelled}),
-    "finalizing": frozenset({ModelReplied, ModelFailed, Tick, Cancelled}),
-    "done": frozenset(),
+TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
+    IDLE: {
+        Started: {"ask": MODEL, "finish": DONE},
+        Cancelled: {"finish": DONE},
+    },
+    MODEL: {
+        ModelReplied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
+        ModelFailed: {"ask": MODEL, **_OUT},
+        Tick: {"wait": MODEL, **_OUT},
+        Cancelled: {"finish": DONE},
+    },
+    TOOLS: {
+        ToolReturned: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
+        Approved: {"run": TOOLS, **_OUT},
+        Denied: {"run": TOOLS, **_OUT},
+        Tick: {"wait": TOOLS, **_OUT},
+        Cancelled: {"finish": DONE},
+    },
+    APPROVAL: {
+        Approved: {"run": TOOLS, "approve": APPROVAL, **_OUT},
+        Denied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
+        Tick: {"wait": APPROVAL, **_OUT},
+        Cancelled: {"finish": DONE},
+    },
+    FINALIZING: {
+        ModelReplied: {"finish": DONE},
+        ModelFailed: {"ask": FINALIZING, "finish": DONE},
+        Tick: {"wait": FINALIZING},
+        Cancelled: {"finish": DONE},
+    },
+    DONE: {},
 }
 
-_MACHINE = Machine(
-    model=None,
-    states=PHASES,
-    transitions=TRANSITIONS,
-    initial="idle",
-    auto_transitions=False,
+ACCEPTS: dict[str, frozenset[type[Observation]]] = {
+    phase: frozenset(events) for phase, events in TABLE.items()
+}
+"""The events each phase takes; `Started` only through `Loop.start`."""
+
+
+def trigger(event: type[Observation], decision: str) -> str:
+    """The name of a move in the `transitions` machine."""
+    return f"{event.__name__}_{decision}"
+
+
+_MOVES = {
+    trigger(event, decision): (event, decision)
+    for events in TABLE.values()
+    for event, decisions in events.items()
+    for decision in decisions
+}
+_TRANSITIONS = sorted(  # cancelling last, so the diagram draws the main flow first
+    (
+        {"trigger": trigger(event, decision), "source": phase, "dest": after}
+        for phase, events in TABLE.items()
+        for event, decisions in events.items()
+        for decision, after in decisions.items()
+    ),
+    key=lambda t: t["trigger"] == trigger(Cancelled, "finish"),
 )
 
-NEXT: dict[tuple[str, str], str] = {
-    (source, trigger): str(t.dest)
-    for trigger, event in _MACHINE.events.items()
-    for source, ts in event.transitions.items()
-    for t in ts
+MACHINE = Machine(
+    model=None, states=list(PHASES), transitions=_TRANSITIONS, initial=IDLE, auto_transitions=False
+)
+"""`TABLE` as a `transitions` machine: one trigger per move, named by `trigger()`."""
+
+NEXT: dict[tuple[str, type[Observation], str], str] = {
+    (source, *_MOVES[name]): str(t.dest)
+    for name, event in MACHINE.events.items()
+    for source, moves in event.transitions.items()
+    for t in moves
 }
+"""The machine's moves as a plain dict, (phase, event, decision) -> next phase, for the hot path
+(firing a `transitions` trigger costs about 12 µs)."""
 
 
 def _graph(engine: Literal["graphviz", "mermaid"]) -> object:
     from transitions.extensions.diagrams import GraphMachine
 
-    machine = GraphMachine(
-        states=PHASES,
-        transitions=TRANSITIONS,
-        initial="idle",
+    drawn = GraphMachine(
+        states=list(PHASES),
+        # each arrow is labelled with the events that take it, not with every move's name
+        transitions=[{**t, "label": _MOVES[t["trigger"]][0].__name__} for t in _TRANSITIONS],
+        initial=IDLE,
         auto_transitions=False,
         graph_engine=engine,
         title="turnstile loop",
     )
-    return machine.get_graph()
+    return drawn.get_graph()
 
 
 def mermaid() -> str:
-    """The table above drawn as a Mermaid state diagram (no graphviz needed)."""
+    """`TABLE` drawn as a Mermaid state diagram (no graphviz needed); each arrow is labelled with
+    the events that can take it."""
     return str(_graph("mermaid").draw(None))  # type: ignore[attr-defined]
 
 
 def dot() -> str:
-    """The table above as Graphviz DOT source; needs the `graphviz` package (ImportError)."""
+    """`TABLE` as Graphviz DOT source; needs the `graphviz` package (ImportError)."""
     import graphviz  # type: ignore[import-untyped]  # noqa: F401  (imported lazily by transitions)
 
     return str(_graph("graphviz").source)  # type: ignore[attr-defined]

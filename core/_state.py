@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 
 from ._commands import StopReason
-from ._errors import CorruptState
-from ._history import History
+from ._errors import CorruptState, InvalidHistory
+from ._history import History, history_problems
+from ._machine import PHASES
 from ._messages import Message, ToolCall, ToolResult, Usage
 from ._observations import Event
 
@@ -30,7 +31,7 @@ class CallStatus(enum.StrEnum):
 
 
 class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
-    """One call of the reply whose batch is in flight (untracked by the GC: it holds no cycle)."""
+    """One call of the round in flight (untracked by the GC: it holds no cycle)."""
 
     call: ToolCall
     status: CallStatus
@@ -38,7 +39,12 @@ class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
 
 
 class LoopState(msgspec.Struct, kw_only=True):
-    """Everything the loop knows. Mutated only by `Loop`; dump it after any step."""
+    """Everything the loop knows. Mutated only by `Loop`; dump it after any step.
+
+    A round is one reply's tool calls and their results; `round` holds the one in flight.
+    `stop_reason` is set once the loop knows why the run ends, which in phase `finalizing` is
+    before the run is done.
+    """
 
     phase: str = "idle"
     messages: list[Message] = msgspec.field(default_factory=list)
@@ -48,20 +54,19 @@ class LoopState(msgspec.Struct, kw_only=True):
     model_calls: int = 0
     pending_model: str | None = None
     retries: int = 0
-    batch: list[PendingCall] = msgspec.field(default_factory=list)
+    round: list[PendingCall] = msgspec.field(default_factory=list, name="batch")
     context_tokens: int = 0
     call_counts: dict[str, int] = msgspec.field(default_factory=dict)
     round_digests: list[str] = msgspec.field(default_factory=list)
     failed_rounds: int = 0
-    finalizing: StopReason | None = None
     stop_reason: StopReason = StopReason.unknown
     output: Any = None
     events: list[Event] = msgspec.field(default_factory=list)
 
     @property
     def outstanding(self) -> list[PendingCall]:
-        """Calls of the current batch that have no result yet."""
-        return [p for p in self.batch if p.status is not CallStatus.done]
+        """Calls of the round in flight that have no result yet."""
+        return [p for p in self.round if p.status is not CallStatus.done]
 
 
 class _Dump(msgspec.Struct):
@@ -73,6 +78,16 @@ class _Header(msgspec.Struct):
     schema: int
 
 
+class _Finalizing(msgspec.Struct):
+    finalizing: StopReason | None = None
+
+
+class _Before02(msgspec.Struct):
+    """Dumps before 0.2 kept the reason a run was finalizing for in `state.finalizing`."""
+
+    state: _Finalizing
+
+
 def _enc_hook(obj: object) -> object:
     if isinstance(obj, History):
         return list(obj)
@@ -82,6 +97,7 @@ def _enc_hook(obj: object) -> object:
 ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 _header = msgspec.json.Decoder(_Header)
 _decoder = msgspec.json.Decoder(_Dump)
+_before_02 = msgspec.json.Decoder(_Before02)
 
 
 def dump_state(state: LoopState) -> bytes:
@@ -89,7 +105,8 @@ def dump_state(state: LoopState) -> bytes:
 
 
 def load_state(data: bytes | str) -> LoopState:
-    """Decode a dump, raising `CorruptState` with the reason when it cannot be used."""
+    """Decode a dump, raising `CorruptState` with the reason when it cannot be used: not a
+    dump, damaged, newer, or a state no loop could be in (an unknown phase, a broken history)."""
     try:
         schema = _header.decode(data).schema
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
@@ -99,6 +116,17 @@ def load_state(data: bytes | str) -> LoopState:
             f"dump has schema {schema}, newer than this turnstile's {SCHEMA_VERSION}; upgrade"
         )
     try:
-        return _decoder.decode(data).state
+        state = _decoder.decode(data).state
+        if state.phase == "finalizing" and state.stop_reason is StopReason.unknown:
+            state.stop_reason = _before_02.decode(data).state.finalizing or StopReason.unknown
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptState(f"damaged state dump: {e}") from None
+    if state.phase not in PHASES:
+        raise CorruptState(f"unknown phase {state.phase!r}")
+    if state.phase == "finalizing" and state.stop_reason is StopReason.unknown:
+        raise CorruptState("the state is finalizing, but for no stop reason")
+    pending = state.phase in ("awaiting_tools", "awaiting_approval")  # a round is in flight
+    problems = history_problems(state.messages, allow_pending=pending)
+    if problems:
+        raise CorruptState(f"state holds an invalid history: {InvalidHistory(problems)}")
+    return state

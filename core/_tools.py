@@ -8,13 +8,15 @@ act on, never a traceback.
 
 from __future__ import annotations
 
-__all__ = ["Tool", "ToolOutcome", "ToolSpec", "tool"]
+__all__ = ["Tool", "ToolOutcome", "ToolSpec", "call_problem", "tool"]
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, get_type_hints, overload
 
 import msgspec
+
+from ._messages import ToolCall
 
 _json = msgspec.json.Encoder()
 
@@ -179,3 +181,20 @@ def tool(
         return Tool(fn, spec)
 
     return wrap(fn) if fn is not None else wrap
+
+
+def call_problem(call: ToolCall, tools: Mapping[str, ToolSpec]) -> str:
+    """Why a call must not run (cut off, invalid JSON, unknown tool), as a message the model
+    can act on."""
+    if not call.complete:
+        return (
+            "not run: the reply hit its max_tokens limit before this call's arguments were "
+            "complete. Make the call again, with shorter arguments if you can."
+        )
+    if call.raw_arguments is not None:
+        raw = (
+            call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "…"
+        )
+        return f"arguments were not valid JSON: {raw!r}. Send the arguments as one JSON object."
+    available = ", ".join(sorted(tools)) or "none"
+    return f"unknown tool {call.name!r}. Available tools: {available}."

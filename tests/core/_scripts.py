@@ -170,6 +170,7 @@ class Run:
         self.finish: Finish | None = None
         self.calls = 0
         self.model_calls: list[CallModel] = []
+        self.finalized_for: StopReason | None = None  # the budget a finalize call was for
         self.ran: set[str] = set()
         self.asked: set[str] = set()
         self.approved: set[str] = set()
@@ -253,6 +254,8 @@ class Run:
         if request.purpose is Purpose.finalize:
             assert tuple(request.tools) == ()
             assert request.messages[-1] == UserMessage(self.spec.guards.finalize_prompt)
+            assert st_.phase == "finalizing" and st_.stop_reason in BUDGET_REASONS
+            self.finalized_for = st_.stop_reason
         else:
             assert tuple(request.tools) == self.spec.tools
         assert all(m.id != c.id for m in self.model_calls), f"model call id {c.id} reused"
@@ -326,10 +329,9 @@ class Run:
             calls = last_reply_calls(st_.messages).values()
             finishing = [c for c in calls if c.name in self.tools and self.tools[c.name].finish]
             assert any(c.arguments == finish.output for c in finishing)
-        if st_.finalizing is not None:
-            assert guards.finalize and st_.finalizing in BUDGET_REASONS
-            assert any(c.request.purpose is Purpose.finalize for c in self.model_calls)
-            assert reason in (st_.finalizing, StopReason.cancelled)
+        if self.finalized_for is not None:
+            assert guards.finalize
+            assert reason in (self.finalized_for, StopReason.cancelled)
 
     def _check_result(self, result: ToolResult, call: ToolCall) -> None:
         if call.id in self.returned:
@@ -350,14 +352,14 @@ def check_consistent(spec: LoopSpec, loop: Loop, commands: list[Command]) -> Non
             assert commands == [c] and phase == "done", f"Finish must come alone: {commands}"
         else:
             assert c in outstanding, f"{c} was sent but the loop does not wait for it"
-    statuses = {p.status.value for p in st_.batch}
+    statuses = {p.status.value for p in st_.round}
     if phase == "done":
         assert st_.stop_reason is not StopReason.unknown
-        assert st_.pending_model is None and not st_.batch
+        assert st_.pending_model is None and not st_.round
         assert outstanding == [Finish(st_.stop_reason, st_.output)]
     elif phase in ("awaiting_model", "finalizing"):
-        assert st_.pending_model is not None and not st_.batch
-        assert (st_.finalizing is not None) == (phase == "finalizing")
+        assert st_.pending_model is not None and not st_.round
+        assert (st_.stop_reason is not StopReason.unknown) == (phase == "finalizing")
     elif phase == "awaiting_tools":
         assert st_.pending_model is None and "running" in statuses
     elif phase == "awaiting_approval":

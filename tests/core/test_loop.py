@@ -7,14 +7,17 @@ from turnstile.core import (
     CallModel,
     Finish,
     Loop,
+    LoopState,
     ModelReplied,
     ProtocolError,
     RunTool,
+    Started,
     StopReason,
     Tick,
     ToolResults,
     ToolReturned,
     ToolSpec,
+    UserMessage,
 )
 
 from tests.core._drive import Driver, call, reply, spec
@@ -130,6 +133,13 @@ def test_anything_after_finish_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError):
         d.loop.start("again", 6.0)
     assert d.loop.dump() == before
+
+
+def test_the_start_of_a_log_is_recorded_by_start_never_sent() -> None:
+    loop = Loop(spec())
+    with pytest.raises(ProtocolError, match=r"recorded by start\(\), never sent"):
+        loop.send(Started(messages=[UserMessage("hi")], now=0.0))  # type: ignore[arg-type]
+    assert loop.state == LoopState()
 
 
 def test_a_reply_with_duplicate_call_ids_is_refused() -> None:

@@ -1,17 +1,266 @@
-"""The phase table: one place, drawn as Mermaid, every phase reachable and accepted."""
+"""The phase table: one literal, a `transitions` machine built from it, and a loop that moves only
+along its rows, each of which some run really takes."""
 
 from __future__ import annotations
 
-from turnstile.core import mermaid
-from turnstile.core._machine import ACCEPTS, NEXT, PHASES
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from turnstile.core import (
+    Approved,
+    Cancelled,
+    Denied,
+    Guards,
+    Loop,
+    LoopSpec,
+    ModelFailed,
+    ModelReplied,
+    ModelStop,
+    Observation,
+    Started,
+    Tick,
+    ToolCall,
+    ToolReturned,
+    ToolSpec,
+    TurnCountIs,
+    mermaid,
+)
+from turnstile.core._machine import ACCEPTS, MACHINE, NEXT, PHASES, TABLE, trigger
+
+from tests.core._drive import reply
+from tests.core._scripts import Run, drive, specs
+
+Move = tuple[str, type[Observation], str]
 
 
-def test_every_phase_has_an_entry_in_both_tables() -> None:
-    assert set(ACCEPTS) == set(PHASES)
-    assert {src for src, _ in NEXT} | {dst for dst in NEXT.values()} == set(PHASES)
-    assert ACCEPTS["done"] == frozenset()
-    assert all(NEXT[(p, "finish")] == "done" for p in PHASES if p != "done")
+def decision(before: str, event: type[Observation], after: str) -> str:
+    """The one decision of the table that leads from `before` on `event` to `after`."""
+    found = [d for (p, e, d), a in NEXT.items() if (p, e, a) == (before, event, after)]
+    assert len(found) == 1, f"no move {before} --{event.__name__}--> {after} in the table"
+    return found[0]
+
+
+class Machine:
+    """The table's `transitions` machine, walked beside a loop: each step of the loop must be
+    a move of the table, and firing that move must leave the machine where the loop is."""
+
+    def __init__(self, seen: set[Move]) -> None:
+        self.seen = seen
+        self.state = ""
+        MACHINE.add_model(self, initial="idle")
+
+    def moved(self, before: str, event: type[Observation], after: str) -> None:
+        assert self.state == before
+        made = decision(before, event, after)
+        self.trigger(trigger(event, made))  # type: ignore[attr-defined]  (added by transitions)
+        assert self.state == after
+        self.seen.add((before, event, made))
+
+    def close(self) -> None:
+        MACHINE.remove_model(self)
+
+
+def test_the_table_is_whole_and_its_machine_and_flat_form_agree() -> None:
+    assert tuple(TABLE) == tuple(ACCEPTS) == PHASES
+    assert TABLE["done"] == {} and ACCEPTS["done"] == frozenset()
+    assert set(MACHINE.states) == set(PHASES)
+    rows = {
+        (phase, event, d): after
+        for phase, events in TABLE.items()
+        for event, decisions in events.items()
+        for d, after in decisions.items()
+    }
+    assert NEXT == rows
+    for (phase, event, d), after in NEXT.items():
+        [move] = MACHINE.events[trigger(event, d)].transitions[phase]
+        assert move.dest == after
+    for phase, events in TABLE.items():
+        for event, decisions in events.items():  # a move is known by where it leads
+            assert len(set(decisions.values())) == len(decisions), (phase, event)
+        assert phase == "done" or events[Cancelled] == {"finish": "done"}
+    assert reachable("idle") == set(PHASES)
+    assert all("done" in reachable(phase) for phase in PHASES)
+
+
+def reachable(phase: str) -> set[str]:
+    found, todo = {phase}, [phase]
+    while todo:
+        here = todo.pop()
+        for (p, _, _), after in NEXT.items():
+            if p == here and after not in found:
+                found.add(after)
+                todo.append(after)
+    return found
 
 
 def test_the_diagram_is_drawn_from_the_table(snapshot) -> None:
     assert mermaid() == snapshot
+
+
+class Walked(Run):
+    """A random world's run that walks the table's machine as it goes."""
+
+    def __init__(self, spec: LoopSpec, machine: Machine) -> None:
+        super().__init__(spec)
+        self.machine = machine
+        self.phase = "idle"
+
+    def start(self, prompt: str = "hi") -> list[Any]:
+        commands = super().start(prompt)
+        self.step(Started)
+        return commands
+
+    def step(self, event: type[Observation]) -> None:
+        self.machine.moved(self.phase, event, self.loop.state.phase)
+        self.phase = self.loop.state.phase
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), spec=specs())
+def test_random_runs_move_only_along_the_table_and_the_machine_agrees(
+    data: st.DataObject, spec: LoopSpec
+) -> None:
+    machine = Machine(set())
+    try:
+        drive(data, Walked(spec, machine), on_step=lambda r: r.step(type(r.observations[-1])))
+    finally:
+        machine.close()
+
+
+# -- every row is a move some run makes -------------------------------------------------------
+
+TOOLS = (
+    ToolSpec("a"),
+    ToolSpec("b"),
+    ToolSpec("h", needs_approval=True),
+    ToolSpec("h2", needs_approval=True),
+    ToolSpec("hs", needs_approval=True, parallel_safe=False),
+    ToolSpec("s", parallel_safe=False),
+    ToolSpec("f", finish=True),
+)
+LATE = 100.0  # past every scenario's deadline
+
+
+class Scenario:
+    """A loop driven by hand, a step a second, recording each move it makes in the table."""
+
+    def __init__(self, seen: set[Move], **guards: Any) -> None:
+        stop_when = guards.pop("stop_when", ())
+        limits = {"deadline_s": 10.0, "max_turns": None, **guards}
+        spec = LoopSpec(tools=TOOLS, guards=Guards(**limits), stop_when=stop_when)
+        self.loop = Loop(spec)
+        self.machine = Machine(seen)
+        self.now = 0.0
+        self.model = ""
+        self.turn = 0
+
+    def _step(self, event: type[Observation], act: Callable[[], list[Any]]) -> None:
+        before = self.loop.state.phase
+        for command in act():
+            if type(command).__name__ == "CallModel":
+                self.model = command.id
+        self.machine.moved(before, event, self.loop.state.phase)
+
+    def _at(self, late: bool) -> float:
+        self.now = LATE if late else self.now + 1.0
+        return self.now
+
+    def start(self) -> Scenario:
+        self._step(Started, lambda: self.loop.start("go", self._at(False)))
+        return self
+
+    def reply(self, *tools: str, stop: ModelStop | None = None, late: bool = False) -> Scenario:
+        self.turn += 1
+        calls = [ToolCall(f"{t}{self.turn}", t, {"n": self.turn}) for t in tools]
+        obs = ModelReplied(self.model, reply(*calls, stop=stop), now=self._at(late))
+        self._step(ModelReplied, lambda: self.loop.send(obs))
+        return self
+
+    def result(self, tool: str, late: bool = False) -> Scenario:
+        obs = ToolReturned(f"{tool}{self.turn}", "ok", now=self._at(late))
+        self._step(ToolReturned, lambda: self.loop.send(obs))
+        return self
+
+    def approve(self, tool: str, late: bool = False) -> Scenario:
+        obs = Approved(f"{tool}{self.turn}", now=self._at(late))
+        self._step(Approved, lambda: self.loop.send(obs))
+        return self
+
+    def deny(self, tool: str, late: bool = False) -> Scenario:
+        obs = Denied(f"{tool}{self.turn}", now=self._at(late))
+        self._step(Denied, lambda: self.loop.send(obs))
+        return self
+
+    def fail(self, retryable: bool = True, late: bool = False) -> Scenario:
+        obs = ModelFailed(self.model, "overloaded", retryable, now=self._at(late))
+        self._step(ModelFailed, lambda: self.loop.send(obs))
+        return self
+
+    def tick(self, late: bool = False) -> Scenario:
+        obs = Tick(now=self._at(late))
+        self._step(Tick, lambda: self.loop.send(obs))
+        return self
+
+    def cancel(self) -> Scenario:
+        obs = Cancelled("enough", now=self._at(False))
+        self._step(Cancelled, lambda: self.loop.send(obs))
+        return self
+
+
+def scenarios(seen: set[Move]) -> list[Scenario]:
+    """Short runs that, between them, make every move of the table."""
+    made: list[Scenario] = []
+
+    def new(**guards: Any) -> Scenario:
+        made.append(Scenario(seen, **guards))
+        return made[-1]
+
+    no_finalize = {"finalize": False}
+    # idle
+    new().cancel()
+    new(stop_when=(TurnCountIs(0),)).start()
+    # awaiting_model
+    new().start().tick().reply("a").result("a").reply()
+    new().start().reply(stop=ModelStop.pause).reply("nope").fail().fail(retryable=False)
+    new().start().tick(late=True)
+    new().start().reply("nope").tick(late=True).cancel()
+    new().start().reply("nope").fail(late=True).fail().fail(retryable=False)
+    new(max_turns=1).start().reply("nope").tick().reply()
+    new(max_turns=1).start().reply("a").result("a").cancel()
+    # awaiting_tools
+    new().start().reply("a", "b").result("a").tick().result("b").cancel()
+    new().start().reply("s", "h").result("s").approve("h").result("h").cancel()
+    new().start().reply("h", "f").approve("h").result("h")
+    for guards in ({}, no_finalize):
+        new(**guards).start().reply("a", "h").approve("h", late=True)
+        new(**guards).start().reply("a", "h").deny("h", late=True)
+        new(**guards).start().reply("a", "h").tick(late=True)
+        new(**guards, max_turns=1).start().reply("a").result("a")
+    new().start().reply("a", "h").approve("h").result("a").result("h").cancel()
+    new().start().reply("a", "h").deny("h").result("a").cancel()
+    # awaiting_approval
+    new().start().reply("hs", "h").approve("h").tick().approve("hs").cancel()
+    new().start().reply("hs", "a").deny("hs").result("a").cancel()
+    new().start().reply("h", "h2").deny("h").deny("h2").cancel()
+    for guards in ({}, no_finalize):
+        new(**guards).start().reply("h").approve("h", late=True)
+        new(**guards).start().reply("h", "h2").deny("h", late=True)
+        new(**guards).start().reply("h").tick(late=True)
+        new(**guards, max_turns=1).start().reply("h").deny("h")
+    new().start().reply("h").cancel()
+    # finalizing
+    new(max_turns=1).start().reply("nope").tick().fail().fail(retryable=False)
+    new(max_turns=1).start().reply("nope").cancel()
+    return made
+
+
+def test_every_move_of_the_table_is_made_by_some_run() -> None:
+    seen: set[Move] = set()
+    for scenario in scenarios(seen):
+        scenario.machine.close()
+    missing = sorted(
+        f"{p} --{e.__name__}: {d}--> {NEXT[(p, e, d)]}" for p, e, d in set(NEXT) - seen
+    )
+    assert not missing, "moves no run makes:\n" + "\n".join(missing)

@@ -5,9 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from turnstile.core import CorruptState, Loop, LoopState
+from turnstile.core import (
+    CorruptState,
+    Finish,
+    Guards,
+    Loop,
+    LoopState,
+    ModelReplied,
+    Purpose,
+    StopReason,
+)
 
-from tests.core._drive import Driver, call, spec
+from tests.core._drive import Driver, call, reply, spec
 
 SPEC = spec("t")
 
@@ -76,3 +85,21 @@ def test_load_at_any_step_then_the_same_observations_give_the_same_run() -> None
             commands = loop.send(obs)
         assert loop.state == whole.state
         assert commands == whole.last
+
+
+def test_a_dump_finalizing_in_the_older_form_loads_and_finishes_for_its_reason() -> None:
+    """Before 0.2 the reason a run finalized for sat in `state.finalizing`, not `stop_reason`."""
+    d = Driver(spec("t", guards=Guards(max_turns=1)))
+    d.start("q")
+    d.reply(call("a", "t"))
+    [final] = d.result("a", "1")
+    assert final.request.purpose is Purpose.finalize
+    old = json.loads(d.loop.dump())
+    old["state"] |= {"stop_reason": "unknown", "finalizing": "max_turns"}
+    loop = Loop.load(d.loop.spec, json.dumps(old))
+    assert loop.state == d.state
+    [done] = loop.send(ModelReplied(final.id, reply("summary"), now=9.0))
+    assert done == Finish(StopReason.max_turns, "summary")
+    old["state"]["finalizing"] = None
+    with pytest.raises(CorruptState, match="finalizing, but for no stop reason"):
+        Loop.load(d.loop.spec, json.dumps(old))
