@@ -85,8 +85,9 @@ def _is_trace(data: bytes) -> bool:
 
 def _trace_problems(path: str) -> list[tuple[str, HistoryProblem]]:
     """Replay the trace and check the history of every request it makes and of its end."""
+    from turnstile.executors.testing import replay
     from turnstile.providers._cli import ProviderUsageError
-    from turnstile.providers.replay import ReplayMismatch, TraceError, replay
+    from turnstile.providers.replay import ReplayMismatch, TraceError
 
     requests: list[CallModel] = []
     try:

@@ -100,7 +100,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     """Replay a trace; print the transcript. Exit 1, with the diff, if the run left the trace."""
-    from .replay import ReplayMismatch, TraceError, replay
+    from turnstile.executors.testing import replay
+
+    from .replay import ReplayMismatch, TraceError
 
     try:
         run = replay(args.trace)
