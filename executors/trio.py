@@ -16,7 +16,6 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, cast
 
-import trio
 from turnstile.core import (
     AwaitApproval,
     CallModel,
@@ -34,6 +33,13 @@ from turnstile.core import (
     ToolOutcome,
     ToolReturned,
 )
+
+try:
+    import trio
+except ModuleNotFoundError as error:
+    from turnstile.providers._optional import missing_extra
+
+    raise missing_extra(error, "trio", needed_by="turnstile.executors.trio") from None
 
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run, answer, model_failed, prepare
