@@ -159,7 +159,7 @@ def test_resume_from_a_dump_under_trio() -> None:
         return True
 
     run = in_trio(
-        lambda: trio_executor.run(spec, model=model, tools=[launch], state=loop, approve=approve)
+        lambda: trio_executor.run(spec, model=model, tools=[launch], loop=loop, approve=approve)
     )
     assert run.stop_reason is StopReason.completed
     assert run.messages[2].results[0].content == "launched"
