@@ -8,10 +8,7 @@ from typing import Annotated
 
 import msgspec
 from turnstile.core import LoopSpec, ModelResponse, ModelStop, Text, ToolCall, Usage, tool
-
-from . import sync
-from ._run import Run
-from ._scripted import ScriptedModel
+from turnstile.executors import Run, ScriptedModel, sync
 
 PROMPT = "北京和上海哪个更暖和?"
 

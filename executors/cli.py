@@ -33,10 +33,8 @@ from turnstile.core import (
     history_problems,
     mermaid,
 )
+from turnstile.executors import sync, transcript
 from turnstile.providers import Delta, TextDelta
-
-from . import sync
-from ._transcript import transcript
 
 _PROVIDERS = {
     "anthropic": ("anthropic_messages", "anthropic", "ANTHROPIC_API_KEY"),
