@@ -1,7 +1,8 @@
 """turnstile.executors: drivers that carry out a loop's commands (model calls, tool runs).
 
 `sync` is imported eagerly; `trio` and `sandbox` on first use, so `import turnstile.executors`
-does not pay for trio.
+does not pay for trio. Above them: `turnstile.executors.testing`, for testing agents, and
+`turnstile.executors.cli`, the `turnstile` command.
 """
 
 from typing import TYPE_CHECKING, Any

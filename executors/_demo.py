@@ -1,4 +1,4 @@
-"""`turnstile demo`: the seeds' weather question, answered offline by a scripted model."""
+"""`turnstile demo`: which city is warmer, answered offline by a scripted model and a tool."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ from typing import Annotated
 
 import msgspec
 from turnstile.core import LoopSpec, ModelResponse, ModelStop, Text, ToolCall, Usage, tool
-
-from . import sync
-from ._run import Run
-from ._scripted import ScriptedModel
+from turnstile.executors import Run, ScriptedModel, sync
 
 PROMPT = "北京和上海哪个更暖和?"
 
@@ -36,7 +33,7 @@ def demo_spec() -> LoopSpec:
 
 
 def demo_model() -> ScriptedModel:
-    """The two replies measured in the seeds: two parallel calls, then the answer."""
+    """Two scripted replies: both cities' weather asked for at once, then the answer."""
     return ScriptedModel(
         [
             ModelResponse(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 __all__ = ["AsyncModelClient", "ModelClient", "ToolRunner"]
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from turnstile.core import ModelRequest, ModelResponse, ToolOutcome
+from turnstile.core import ModelRequest, ModelResponse, ToolOutcome, ToolSpec
 
 
 @runtime_checkable
@@ -23,6 +24,10 @@ class AsyncModelClient(Protocol):
 
 @runtime_checkable
 class ToolRunner(Protocol):
-    """Runs one call by name; every failure comes back as an `is_error` outcome, not raised."""
+    """Runs one call by name; every failure comes back as an `is_error` outcome, not raised.
+    `specs` describe the tools it runs (a loop spec without tools gets them)."""
+
+    @property
+    def specs(self) -> Sequence[ToolSpec]: ...
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["Run", "answer", "model_failed", "prepare"]
+__all__ = ["Run", "answer", "model_failed", "prepare", "renamed_state"]
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -24,6 +25,9 @@ from turnstile.core import (
     StopReason,
     ToolCall,
 )
+
+from ._protocols import ToolRunner
+from ._transcript import transcript
 
 
 class Run:
@@ -77,32 +81,46 @@ class Run:
         return [name for name, _ in self.calls()]
 
     def transcript(self) -> str:
-        from ._transcript import transcript
-
         return transcript(self.loop.state)
 
     def __repr__(self) -> str:
         return self.transcript()
 
 
+def renamed_state(loop: Loop | None, state: Loop | None) -> Loop | None:
+    """`run(loop=...)` was `run(state=...)`: the old name still works, with a warning."""
+    if state is None:
+        return loop
+    warnings.warn("run(state=...) is now run(loop=...)", DeprecationWarning, stacklevel=3)
+    if loop is not None:
+        raise TypeError("run() takes loop= or state= (its old name), not both")
+    return state
+
+
 def prepare(
-    spec: LoopSpec, runner: object, state: Loop | None, clock: Callable[[], float]
+    spec: LoopSpec,
+    runner: ToolRunner,
+    prompt: str | Sequence[Message] | None,
+    resumed: Loop | None,
+    clock: Callable[[], float],
 ) -> tuple[Loop, Callable[[], float]]:
     """The loop to drive (fresh, or resumed) and the clock to stamp observations with.
 
     A spec without tools gets the runner's. A resumed loop's clock continues from its last
     event, so the time a dumped state spent at rest (waiting for a human, say) is not counted.
     """
-    specs = getattr(runner, "specs", None)
+    if resumed is None and prompt is None:
+        raise ValueError("run() needs a prompt, or a loop to resume")
+    specs = runner.specs
     if not spec.tools and specs:
         spec = msgspec.structs.replace(spec, tools=tuple(specs))
-    elif specs is not None:
+    else:
         missing = sorted({t.name for t in spec.tools} - {s.name for s in specs})
         if missing:
             raise ValueError(f"tools without an implementation: {', '.join(missing)}")
-    if state is None:
+    if resumed is None:
         return Loop(spec), clock
-    loop = Loop(spec, state.state)
+    loop = Loop(spec, resumed.state)
     offset = loop.resume_offset(clock())
     return loop, (lambda: clock() + offset) if offset else clock
 

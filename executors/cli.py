@@ -1,28 +1,48 @@
-"""The `turnstile` command. User mistakes end in one line on stderr and exit code 2."""
+"""The `turnstile` command. User mistakes end in one line on stderr and exit code 2.
+
+`run` and `replay` use a provider's SDK and `validate` may replay a trace; those imports wait
+until such a command runs, so the rest (`turnstile demo` among it) needs only the core's
+dependencies and starts fast.
+"""
 
 from __future__ import annotations
 
 __all__ = ["main"]
 
 import argparse
+import importlib
+import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import msgspec
 from turnstile.core import (
     CallModel,
+    Command,
     CorruptState,
     HistoryProblem,
     Loop,
     LoopSpec,
+    ModelFailed,
+    ModelReplied,
+    Observation,
+    StopReason,
     TurnstileError,
+    dot,
+    history_problems,
     mermaid,
 )
-from turnstile.core._history import history_problems
-from turnstile.core._machine import dot
+from turnstile.executors import sync, transcript
+from turnstile.providers import Delta, TextDelta
 
-from ._transcript import transcript
+_PROVIDERS = {
+    "anthropic": ("anthropic_messages", "anthropic", "ANTHROPIC_API_KEY"),
+    "openai-chat": ("openai_chat", "openai", "OPENAI_API_KEY"),
+    "openai-responses": ("openai_responses", "openai", "OPENAI_API_KEY"),
+}
+"""Each provider `turnstile run` knows: its format module, its SDK (and extra), the variable
+holding its key."""
 
 
 class UsageError(Exception):
@@ -85,14 +105,14 @@ def _is_trace(data: bytes) -> bool:
 
 def _trace_problems(path: str) -> list[tuple[str, HistoryProblem]]:
     """Replay the trace and check the history of every request it makes and of its end."""
-    from turnstile.providers._cli import ProviderUsageError
-    from turnstile.providers.replay import ReplayMismatch, TraceError, replay
+    from turnstile.executors.testing import replay
+    from turnstile.providers.replay import ReplayMismatch, TraceError
 
     requests: list[CallModel] = []
     try:
         run = replay(path, on_step=lambda s: requests.append(s) if type(s) is CallModel else None)
     except (TraceError, ReplayMismatch) as e:
-        raise ProviderUsageError(f"{path}: cannot replay: {e}") from None
+        raise UsageError(f"{path}: cannot replay: {e}") from None
     found = [(f"request {c.id}", p) for c in requests for p in history_problems(c.request.messages)]
     return found + [("final state", p) for p in history_problems(run.messages)]
 
@@ -105,6 +125,66 @@ def _diagram(args: argparse.Namespace) -> int:
         print(dot())
     except ImportError:
         raise UsageError("--format dot needs the graphviz package: pip install graphviz") from None
+    return 0
+
+
+def _client(provider: str) -> tuple[Any, Any]:
+    """The provider's format module, and its SDK's client, configured from the environment (key,
+    base URL, ...) as the SDK documents."""
+    module, sdk, variable = _PROVIDERS[provider]
+    if not os.environ.get(variable):
+        raise UsageError(f"{variable} is not set: export it to use --provider {provider}")
+    try:
+        wire = importlib.import_module(f"turnstile.providers.{module}")
+        if sdk == "anthropic":
+            import anthropic
+
+            return wire, anthropic.Anthropic()
+        import openai
+
+        return wire, openai.OpenAI()
+    except ModuleNotFoundError as error:
+        from turnstile.providers._optional import missing_extra
+
+        raise missing_extra(error, sdk, needed_by=f"turnstile run --provider {provider}") from None
+
+
+def _print_delta(delta: Delta) -> None:
+    if type(delta) is TextDelta:
+        print(delta.text, end="", file=sys.stderr, flush=True)
+
+
+def _end_reply(step: Command | Observation) -> None:
+    if type(step) is ModelReplied or type(step) is ModelFailed:
+        print(file=sys.stderr, flush=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the loop once against the API; print the transcript. Exit 1 if the model failed."""
+    wire, sdk = _client(args.provider)
+    delta, step = (_print_delta, _end_reply) if args.stream else (None, None)
+    client = wire.Client(sdk, model=args.model, stream=args.stream, on_delta=delta)
+    spec = LoopSpec(system=args.system, max_tokens=args.max_tokens)
+    run = sync.run(spec, args.prompt, model=client, on_step=step)
+    print(transcript(run.state))
+    return 1 if run.stop_reason is StopReason.model_error else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """Replay a trace; print the transcript. Exit 1, with the diff, if the run left the trace."""
+    from turnstile.executors.testing import replay
+    from turnstile.providers.replay import ReplayMismatch, TraceError
+
+    try:
+        run = replay(args.trace)
+    except OSError as err:
+        raise UsageError(f"cannot read {args.trace}: {err.strerror}") from None
+    except TraceError as err:
+        raise UsageError(f"not a replayable trace: {err}") from None
+    except ReplayMismatch as err:
+        print(f"{args.trace}: the replay left the recording: {err}", file=sys.stderr)
+        return 1
+    print(transcript(run.state))
     return 0
 
 
@@ -128,9 +208,23 @@ def parser() -> argparse.ArgumentParser:
     draw = sub.add_parser("diagram", help="draw the loop's state machine")
     draw.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
     draw.set_defaults(fn=_diagram)
-    from turnstile.providers._cli import add_commands
-
-    add_commands(sub)
+    run = sub.add_parser("run", help="answer a prompt with a provider's API (no tools)")
+    run.add_argument("--provider", required=True, choices=sorted(_PROVIDERS))
+    run.add_argument("--model", help="the model name (default: the provider client's default)")
+    run.add_argument("--stream", action="store_true", help="stream the reply, text to stderr")
+    run.add_argument("--system", help="a system prompt")
+    run.add_argument(
+        "--max-tokens",
+        type=int,
+        default=LoopSpec().max_tokens,
+        metavar="N",
+        help="the token limit of each reply (default: %(default)s)",
+    )
+    run.add_argument("prompt")
+    run.set_defaults(fn=_run)
+    replay = sub.add_parser("replay", help="replay a recorded trace, print its transcript")
+    replay.add_argument("trace")
+    replay.set_defaults(fn=_replay)
     return p
 
 

@@ -30,7 +30,7 @@ from turnstile.core import (
 )
 
 from ._protocols import ModelClient, ToolRunner
-from ._run import Run, answer, model_failed, prepare
+from ._run import Run, answer, model_failed, prepare, renamed_state
 from ._toolbox import as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str"]
@@ -51,22 +51,24 @@ def run(
     *,
     model: ModelClient,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
-    state: Loop | None = None,
+    loop: Loop | None = None,
     approve: Approver | None = None,
     clock: Callable[[], float] = time.monotonic,
     on_step: Callable[[Command | Observation], None] | None = None,
+    state: Loop | None = None,
 ) -> Run:
     """Drive a loop until it finishes, or until only human approvals are left to wait for.
 
-    Start from `prompt`, or resume `state` (a `Loop` from `Loop.load` / `Loop.replay`) by
-    carrying out the commands it still waits on. `approve` answers approval requests; without it
-    they are returned in `Run.waiting`. `on_step` sees every command and observation.
+    Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`) by carrying out
+    the commands it still waits on. `approve` answers approval requests; without it they are
+    returned in `Run.waiting`. `on_step` sees every command and observation. `state` is the
+    deprecated name of `loop`.
     """
+    resumed = renamed_state(loop, state)
     runner = as_runner(tools)
-    loop, now = prepare(spec, runner, state, clock)
-    if state is None:
-        if prompt is None:
-            raise ValueError("run() needs a prompt, or a state to resume")
+    loop, now = prepare(spec, runner, prompt, resumed, clock)
+    if resumed is None:
+        assert prompt is not None  # checked by prepare
         pending = deque(loop.start(prompt, now()))
     else:
         pending = deque(loop.outstanding_commands())

@@ -16,7 +16,6 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, cast
 
-import trio
 from turnstile.core import (
     AwaitApproval,
     CallModel,
@@ -35,8 +34,15 @@ from turnstile.core import (
     ToolReturned,
 )
 
+try:
+    import trio
+except ModuleNotFoundError as error:
+    from turnstile.providers._optional import missing_extra
+
+    raise missing_extra(error, "trio", needed_by="turnstile.executors.trio") from None
+
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
-from ._run import Run, answer, model_failed, prepare
+from ._run import Run, answer, model_failed, prepare, renamed_state
 from ._toolbox import Toolbox, as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
@@ -70,21 +76,21 @@ async def run(
     *,
     model: AsyncModelClient | ModelClient,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
-    state: Loop | None = None,
+    loop: Loop | None = None,
     approve: Approver | None = None,
     tool_timeout: float | None = None,
     clock: Callable[[], float] = trio.current_time,
     on_step: Callable[[Command | Observation], None] | None = None,
+    state: Loop | None = None,
 ) -> Run:
     """Drive a loop under trio until it finishes, or until only approvals are left to wait for.
 
     Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
     Times come from trio's clock, so `trio.testing.MockClock` makes timeouts instant in tests.
     """
-    if state is None and prompt is None:
-        raise ValueError("run() needs a prompt, or a state to resume")
+    resumed = renamed_state(loop, state)
     runner = as_runner(tools)
-    loop, now = prepare(spec, runner, state, clock)
+    loop, now = prepare(spec, runner, prompt, resumed, clock)
     timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in loop.spec.tools}
     observations, inbox = trio.open_memory_channel[tuple[str, Observation]](math.inf)
     tasks: dict[str, trio.CancelScope] = {}
@@ -124,8 +130,8 @@ async def run(
     def step(nursery: trio.Nursery, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or start it) and launch what it decides."""
         nonlocal finish
-        if obs is None and state is None:
-            assert prompt is not None  # checked on entry
+        if obs is None and resumed is None:
+            assert prompt is not None  # checked by prepare
             commands = loop.start(prompt, now())
         elif obs is None:
             commands = loop.outstanding_commands()
@@ -177,7 +183,7 @@ async def run(
                     abandon_stale()
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        if not _only(group, (trio.Cancelled, KeyboardInterrupt)) or loop.state.phase == "done":
+        if not _only(group, (trio.Cancelled, KeyboardInterrupt)) or finish is not None:
             raise
         step(nursery, Cancelled("the run was cancelled", now=now()))
     return Run(loop, finish, waiting)

@@ -1,11 +1,11 @@
-"""Wire traces of whole conversations: record one, and replay it through the real loop, executor
-and SDK client.
+"""Wire traces of whole conversations: read one, record one, and serve it back.
 
 A trace (format: fixtures/README.md) says how its loop was set up (its `loop` section) and holds
-every HTTP exchange; `RecordingTransport` fills one from a live `httpx2` client. `replay` rebuilds
-the loop, answers the tool calls with the recorded outputs and serves the recorded responses to
-the provider's `Client` over the official SDK. A request that differs from the recording raises
-`ReplayMismatch` with a diff of the two bodies, and so does a run that ends with exchanges left.
+every HTTP exchange; `RecordingTransport` fills one from a live `httpx2` client. `spec_for`,
+`prompt_for` and `RecordedTools` rebuild the loop's side of it, `client_for` the provider's
+`Client` over the official SDK, wired to a replay of the exchanges: a request that differs from
+the recording raises `ReplayMismatch` with a diff of the two bodies. Driving the whole loop
+through an executor is `turnstile.executors.testing.replay`.
 """
 
 from __future__ import annotations
@@ -18,36 +18,28 @@ __all__ = [
     "ReplayMismatch",
     "Trace",
     "TraceError",
+    "client_and_transport",
     "client_for",
     "load_trace",
-    "replay",
+    "prompt_for",
     "spec_for",
 ]
 
-import functools
 import json
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
-import trio
 from turnstile.core import (
-    Command,
     Guards,
     LoopSpec,
-    ModelRequest,
     ModelResponse,
-    Observation,
     ToolCall,
     ToolOutcome,
     ToolSpec,
     TurnstileError,
 )
-from turnstile.executors import Run, ToolRunner
-from turnstile.executors import sync as sync_executor
-from turnstile.executors import trio as trio_executor
 
 from . import anthropic_messages, openai_chat, openai_responses
 from ._client import WireClient
@@ -102,6 +94,11 @@ def _loop(trace: Trace) -> _Loop:
         return msgspec.convert(trace.loop, _Loop)
     except msgspec.ValidationError as err:
         raise TraceError(f"loop: {err}") from None
+
+
+def prompt_for(trace: Trace) -> str:
+    """The prompt the trace's loop started from."""
+    return _loop(trace).prompt
 
 
 def spec_for(trace: Trace) -> LoopSpec:
@@ -174,9 +171,11 @@ def _recorded_calls(trace: Trace) -> list[ToolCall]:
     return calls
 
 
-def _wired(
-    trace: Trace, *, sync: bool
+def client_and_transport(
+    trace: Trace, *, sync: bool = True
 ) -> tuple[WireClient, ReplayTransport | AsyncReplayTransport]:
+    """`client_for(trace, sync=sync)` and the replay transport serving it: its `remaining` are
+    the exchanges no request has asked for yet."""
     loop = _loop(trace)
     sdk, transport = _replay_sdk(trace, sync=sync)  # type: ignore[call-overload]
     client = CLIENTS[trace.provider](sdk, model=loop.model, stream=loop.stream, **loop.options)
@@ -186,79 +185,4 @@ def _wired(
 def client_for(trace: Trace, *, sync: bool = True) -> WireClient:
     """The provider's `Client` over its official SDK client (sync, or async for `acomplete`),
     wired to a replay of `trace`, with the model, `stream` and options the trace's loop used."""
-    return _wired(trace, sync=sync)[0]
-
-
-class _Watched:
-    """Passes calls on to the client, keeping a `ReplayMismatch` that the executor would
-    otherwise turn into an ordinary failed model call."""
-
-    def __init__(self, client: WireClient) -> None:
-        self._client = client
-        self.mismatch: ReplayMismatch | None = None
-
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        try:
-            return self._client.complete(request)
-        except ReplayMismatch as err:
-            self.mismatch = self.mismatch or err
-            raise
-
-    async def acomplete(self, request: ModelRequest) -> ModelResponse:
-        try:
-            return await self._client.acomplete(request)
-        except ReplayMismatch as err:
-            self.mismatch = self.mismatch or err
-            raise
-
-
-def replay(
-    trace: Trace | str | Path,
-    *,
-    executor: Literal["sync", "trio"] = "sync",
-    tools: ToolRunner | None = None,
-    on_step: Callable[[Command | Observation], None] | None = None,
-) -> Run:
-    """Run the trace's loop with its recorded model replies and tool outputs; return the `Run`.
-
-    `executor="trio"` drives it with `turnstile.executors.trio` (inside its own `trio.run`) over
-    the async SDK client. `tools` runs the calls instead of the recorded outputs (real tools, a
-    sandbox): they must produce those outputs, or the next request will not match. `on_step`
-    sees every command and observation, as in the executors.
-
-    Raises:
-        ReplayMismatch: a request differed from the recording (the message holds the diff), a
-            tool call had no recorded output, or the run ended with exchanges unused.
-        TraceError: `trace` is not a replayable trace.
-    """
-    if executor not in ("sync", "trio"):
-        raise ValueError(f"unknown executor {executor!r}: use 'sync' or 'trio'")
-    if not isinstance(trace, Trace):
-        trace = load_trace(trace)
-    loop = _loop(trace)
-    spec = spec_for(trace)
-    recorded = RecordedTools(trace)
-    tools = recorded if tools is None else tools
-    client, transport = _wired(trace, sync=executor == "sync")
-    model = _Watched(client)
-    if executor == "sync":
-        run = sync_executor.run(spec, loop.prompt, model=model, tools=tools, on_step=on_step)
-    else:
-        drive = functools.partial(
-            trio_executor.run, spec, loop.prompt, model=model, tools=tools, on_step=on_step
-        )
-        run = trio.run(drive)
-    if model.mismatch is not None:
-        raise model.mismatch
-    served = len(trace.exchanges) - len(transport.remaining)
-    if recorded.unrecorded:
-        calls = "; ".join(recorded.unrecorded)
-        raise ReplayMismatch(served, f"the trace has no recorded output for: {calls}")
-    if transport.remaining:
-        nxt = transport.remaining[0].request
-        raise ReplayMismatch(
-            served,
-            f"the run ended ({run.stop_reason.value}) after {served} of {len(trace.exchanges)} "
-            f"exchanges; the next was {nxt.method} {nxt.path}",
-        )
-    return run
+    return client_and_transport(trace, sync=sync)[0]

@@ -11,7 +11,8 @@ import pytest
 from turnstile.core import Started, ToolReturned
 from turnstile.executors import Run
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
-from turnstile.providers.replay import load_trace, replay, spec_for
+from turnstile.executors.testing import replay
+from turnstile.providers.replay import load_trace, spec_for
 
 FIXTURES = sorted((Path(__file__).parent.parent.parent / "fixtures").glob("*/*.json"))
 # recorded with a tool world no real tool here reproduces (上海 answers elsewhere, times out here)

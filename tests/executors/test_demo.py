@@ -1,8 +1,10 @@
-"""`turnstile demo`: the seeds' conversation, offline; its whole trace is snapshotted."""
+"""`turnstile demo`: the weather conversation, offline; its whole trace is snapshotted."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import msgspec
 from turnstile.core import Guards, StopReason, validate_history
@@ -47,3 +49,17 @@ def test_the_demo_tool_reports_unknown_cities_to_the_model() -> None:
 def test_guards_are_on_by_default() -> None:
     g = Guards()
     assert g.max_turns and g.deadline_s and g.context_window and g.max_repeated_calls
+
+
+def test_the_demo_needs_only_the_core_dependencies() -> None:
+    """`pip install turnstile && turnstile demo`: no SDK, no httpx2, no trio."""
+    blocked = ("anthropic", "openai", "httpx2", "trio", "pydantic", "syrupy", "pytest")
+    code = (
+        "import sys\n"
+        f"sys.modules.update(dict.fromkeys({blocked!r}))\n"
+        "from turnstile.executors.cli import main\n"
+        "sys.exit(main(['demo']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("── completed after 2 turns · 805 in / 251 out ──")

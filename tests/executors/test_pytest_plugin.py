@@ -6,13 +6,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from turnstile.providers.replay import Trace, replay
+from turnstile.executors.testing import replay
+from turnstile.providers.replay import Trace
 
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_TRACE = ROOT / "examples" / "weather_agent" / "fixtures" / "weather.anthropic.json"
-PLUGIN = ("-p", "turnstile.executors.pytest_plugin")
+PLUGIN = ("-p", "turnstile.executors.testing.pytest_plugin")
 QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")  # hypothesis: 0.7 s a run
 SECRET = "sk-ant-api03-SECRET-never-written"
 MARK = '@pytest.mark.turnstile_trace("fixtures/weather.anthropic.json")'

@@ -85,9 +85,20 @@ def test_approvals_wait_then_resume_from_a_dump() -> None:
     first = sync.run(spec, "clean up", model=model, tools=[delete])
     assert first.finish is None and [c.id for c in first.waiting] == ["d"]
     loop = Loop.load(spec, first.loop.dump())
-    resumed = sync.run(spec, model=model, tools=[delete], state=loop, approve=lambda c: True)
+    resumed = sync.run(spec, model=model, tools=[delete], loop=loop, approve=lambda c: True)
     assert resumed.stop_reason is StopReason.completed
     assert resumed.messages[2].results[0].content == "deleted /tmp/x"
+
+
+def test_state_is_the_old_name_of_loop() -> None:
+    spec = LoopSpec(tools=(delete.spec,))
+    model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "/tmp/x"})), text("done")])
+    first = sync.run(spec, "clean up", model=model, tools=[delete])
+    with pytest.warns(DeprecationWarning, match=r"is now run\(loop=\.\.\.\)"):
+        resumed = sync.run(spec, model=model, tools=[delete], state=first.loop, approve=bool)
+    assert resumed.stop_reason is StopReason.completed
+    with pytest.raises(TypeError, match="not both"), pytest.warns(DeprecationWarning):
+        sync.run(spec, model=model, tools=[delete], loop=first.loop, state=first.loop)
 
 
 def test_a_denial_reaches_the_model() -> None:
@@ -108,7 +119,7 @@ def test_a_resumed_clock_continues_from_the_last_event() -> None:
         spec,
         model=model,
         tools=[delete],
-        state=first.loop,
+        loop=first.loop,
         approve=lambda c: True,
         clock=lambda: next(later),
     )

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 from turnstile.core import AssistantMessage, ToolCall, UserMessage
 from turnstile.executors._demo import run_demo
-from turnstile.executors._syrupy import TranscriptExtension
-from turnstile.executors.testing import assert_history_valid, calls, trajectory
+from turnstile.executors.testing import (
+    TranscriptExtension,
+    assert_history_valid,
+    calls,
+    trajectory,
+)
 
 
 def test_trajectory_and_calls_in_order() -> None:

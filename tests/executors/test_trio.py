@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -157,7 +159,7 @@ def test_resume_from_a_dump_under_trio() -> None:
         return True
 
     run = in_trio(
-        lambda: trio_executor.run(spec, model=model, tools=[launch], state=loop, approve=approve)
+        lambda: trio_executor.run(spec, model=model, tools=[launch], loop=loop, approve=approve)
     )
     assert run.stop_reason is StopReason.completed
     assert run.messages[2].results[0].content == "launched"
@@ -176,3 +178,13 @@ def test_same_decisions_as_the_sync_executor() -> None:
     assert by_trio.messages == by_sync.messages
     assert sorted(events(by_trio)) == sorted(events(by_sync))
     assert [type(e) for e in by_trio.state.events if type(e) is ModelReplied] == [ModelReplied] * 2
+
+
+def test_without_trio_the_executor_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "trio", None)  # import trio -> ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "turnstile.executors.trio")
+    needs = r"turnstile.executors.trio needs the trio package: pip install 'turnstile\[trio\]'"
+    with pytest.raises(ImportError, match=needs):
+        importlib.import_module("turnstile.executors.trio")

@@ -34,7 +34,7 @@ from turnstile.providers.replay import (
     load_trace,
 )
 
-from .pytest_plugin import TraceMismatchFailure
+from ._mismatch import TraceMismatchFailure
 
 _KEYS = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "openai": ("OPENAI_API_KEY",)}
 

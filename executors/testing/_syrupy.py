@@ -8,9 +8,7 @@ from typing import Any
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from turnstile.core import LoopState
-
-from ._run import Run
-from ._transcript import transcript
+from turnstile.executors import Run, transcript
 
 
 class TranscriptExtension(SingleFileSnapshotExtension):

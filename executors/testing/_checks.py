@@ -1,4 +1,4 @@
-"""Helpers for testing agents built on turnstile: trajectories and the ledger's checks."""
+"""What a test asks of a run: its tool calls, their names in order, and a valid history."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turnstile.core import InvalidHistory, LoopState, Message, validate_history
-
-from ._run import Run
+from turnstile.executors import Run
 
 
 def _messages(subject: Run | LoopState | Sequence[Message]) -> Sequence[Message]:
@@ -31,7 +30,7 @@ def trajectory(run: Run) -> list[str]:
 
 
 def assert_history_valid(subject: Run | LoopState | Sequence[Message]) -> None:
-    """Fail the test, listing every violation, unless the ledger keeps the seeds' rules:
+    """Fail the test, listing every violation, unless the history keeps the loop's rules:
     user/assistant alternation, every tool call paired with exactly one result by id, content
     of the right kind in the right place."""
     try:

@@ -13,7 +13,7 @@ import ctypes
 import os
 from collections.abc import Sequence
 
-from ._sandbox_linux import libc
+from ._linux import libc
 
 _CREATE_RULESET = 444  # the same number on every architecture
 _ADD_RULE = 445

@@ -13,13 +13,13 @@ import os
 
 from turnstile.core import ToolSpec
 
-from ._sandbox_host import Launcher, exchange, host_sys_path
-from ._sandbox_layers import LAYERS, Layer
-from ._sandbox_limits import SandboxLimits
-from ._sandbox_uids import UIDS
-from ._sandbox_view import needed_paths
-from ._sandbox_wire import Call, Report
-from ._sandbox_workdir import workdir
+from ._host import Launcher, exchange, host_sys_path
+from ._layers import LAYERS, Layer
+from ._limits import SandboxLimits
+from ._uids import UIDS
+from ._view import needed_paths
+from ._wire import Call, Report
+from ._workdir import workdir
 
 _PROBE_WALL_S = 60.0
 

@@ -19,14 +19,14 @@ from typing import Any, NoReturn
 
 from turnstile.core._tools import Tool, ToolOutcome, ToolSpec
 
-from ._sandbox_confine import RESULT_FD, confine, plumb, rehearse
-from ._sandbox_layers import LAYERS, Layer
-from ._sandbox_limits import SandboxLimits
-from ._sandbox_linux import set_parent_death_signal
-from ._sandbox_refs import resolve
-from ._sandbox_verdict import exception_hint, too_large_message
-from ._sandbox_view import show
-from ._sandbox_wire import Call, Message, Report, Result, frame, receive
+from ._confine import RESULT_FD, confine, plumb, rehearse
+from ._layers import LAYERS, Layer
+from ._limits import SandboxLimits
+from ._linux import set_parent_death_signal
+from ._refs import resolve
+from ._verdict import exception_hint, too_large_message
+from ._view import show
+from ._wire import Call, Message, Report, Result, frame, receive
 
 
 class _HintingTool(Tool):

@@ -19,7 +19,7 @@ import os
 import signal
 import socket
 
-from ._sandbox_limits import SandboxLimits, size
+from ._limits import SandboxLimits, size
 
 _FILE_DENIED = {errno.EACCES, errno.EPERM, errno.EROFS}
 _UNREACHABLE = {errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTUNREACH}

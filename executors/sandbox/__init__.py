@@ -36,16 +36,16 @@ from typing import Any
 
 from turnstile.core import Tool, ToolOutcome, ToolSpec
 
-from ._sandbox_host import exchange, host_sys_path
-from ._sandbox_layers import LAYERS, Layer, SandboxUnavailable, check_required
-from ._sandbox_limits import SandboxLimits
-from ._sandbox_pool import Pool
-from ._sandbox_probe import probe
-from ._sandbox_refs import ToolRef, reference
-from ._sandbox_uids import UIDS
-from ._sandbox_view import needed_paths
-from ._sandbox_wire import Call, Prepare
-from ._sandbox_workdir import workdir
+from ._host import exchange, host_sys_path
+from ._layers import LAYERS, Layer, SandboxUnavailable, check_required
+from ._limits import SandboxLimits
+from ._pool import Pool
+from ._probe import probe
+from ._refs import ToolRef, reference
+from ._uids import UIDS
+from ._view import needed_paths
+from ._wire import Call, Prepare
+from ._workdir import workdir
 
 ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
 """Layers every sandbox needs: without them (a failed probe, say) none is built."""

@@ -30,17 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._mismatch import TraceMismatchFailure
+
 if TYPE_CHECKING:
     from turnstile.providers._client import WireClient
     from turnstile.providers.replay import Trace
 
     from ._pytest_traces import Cassette
-
-
-class TraceMismatchFailure(pytest.fail.Exception):  # type: ignore[name-defined]
-    """Fails a test where it sends a request its trace did not record. A `BaseException`, like
-    every pytest outcome: neither the SDKs nor the executors catch it, so the test cannot go on
-    with a failed model call instead."""
 
 
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()

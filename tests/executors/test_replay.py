@@ -29,6 +29,7 @@ from turnstile.core import (
     validate_history,
 )
 from turnstile.executors import Run, transcript
+from turnstile.executors.testing import replay
 from turnstile.providers.replay import (
     RecordedTools,
     ReplayMismatch,
@@ -36,7 +37,6 @@ from turnstile.providers.replay import (
     TraceError,
     client_for,
     load_trace,
-    replay,
     spec_for,
 )
 

@@ -6,8 +6,8 @@ __all__ = ["Pool"]
 
 import threading
 
-from ._sandbox_host import Launcher
-from ._sandbox_wire import Prepare
+from ._host import Launcher
+from ._wire import Prepare
 
 
 class Pool:

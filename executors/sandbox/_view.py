@@ -16,7 +16,7 @@ import stat
 import sys
 from collections.abc import Iterable
 
-from ._sandbox_linux import bind, mount_tmpfs
+from ._linux import bind, mount_tmpfs
 
 
 def interpreter_paths() -> list[str]:

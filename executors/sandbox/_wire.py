@@ -31,8 +31,8 @@ from typing import Any
 import msgspec
 from turnstile.core._tools import ToolSpec
 
-from ._sandbox_layers import Layer
-from ._sandbox_limits import SandboxLimits
+from ._layers import Layer
+from ._limits import SandboxLimits
 
 _MAX_FDS = 8
 _HEADER = struct.Struct(">I")
@@ -41,7 +41,7 @@ _HEADER = struct.Struct(">I")
 class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` as
     `uid`, applying `layers` (all of them, or the call fails); a probe tries every layer and
-    reports. `needed` are the paths the call must read (see `_sandbox_view`)."""
+    reports. `needed` are the paths the call must read (see `_view`)."""
 
     tool: str
     spec: ToolSpec

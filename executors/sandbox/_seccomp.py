@@ -20,7 +20,7 @@ import functools
 import os
 import termios
 
-from ._sandbox_linux import install_seccomp_filter
+from ._linux import install_seccomp_filter
 
 _ALLOW = 0x7FFF0000
 _CMP_EQ = 4

@@ -13,12 +13,12 @@ import os
 import resource
 from collections.abc import Callable
 
-from . import _sandbox_landlock as landlock
-from . import _sandbox_seccomp as seccomp
-from ._sandbox_layers import Layer
-from ._sandbox_linux import no_new_privs
-from ._sandbox_view import interpreter_paths, unreadable
-from ._sandbox_wire import Call
+from . import _landlock as landlock
+from . import _seccomp as seccomp
+from ._layers import Layer
+from ._linux import no_new_privs
+from ._view import interpreter_paths, unreadable
+from ._wire import Call
 
 RESULT_FD = 3
 _PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -1,4 +1,4 @@
-"""`turnstile run` and `turnstile replay`, called through a parser as the command line calls them.
+"""`turnstile run` and `turnstile replay`.
 
 No test touches the network: `run` gets the SDK client of a trace's replay where the SDK's own
 constructor would have built one from the environment.
@@ -6,7 +6,6 @@ constructor would have built one from the environment.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,23 +14,14 @@ import anthropic
 import msgspec
 import openai
 import pytest
-from turnstile.core import TurnstileError
-from turnstile.providers._cli import add_commands
+from turnstile.executors.cli import main
 from turnstile.providers.replay import Trace, client_for, load_trace
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def turnstile(*argv: str) -> int:
-    """What `turnstile.executors.cli.main` does with these commands added."""
-    parser = argparse.ArgumentParser(prog="turnstile")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.fn(args))
-    except TurnstileError as e:
-        print(f"turnstile: {e}", file=sys.stderr)
-        return 2
+    return main(list(argv))
 
 
 def one_line(err: str) -> bool:
@@ -191,3 +181,15 @@ def test_replay_of_a_trace_the_loop_no_longer_follows_prints_the_diff(
     assert captured.out == ""
     assert captured.err.startswith(f"{path}: the replay left the recording: request 1 ")
     assert '-  "system": "你是一个天气助手。",\n+  "system": "你是一个诗人。",' in captured.err
+
+
+def test_run_without_the_sdk_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    monkeypatch.setitem(sys.modules, "openai", None)  # import openai -> ModuleNotFoundError
+    assert turnstile("run", "--provider", "openai-chat", "你好") == 2
+    assert capsys.readouterr().err == (
+        "turnstile: turnstile run --provider openai-chat needs the openai package: "
+        "pip install 'turnstile[openai]'\n"
+    )

@@ -33,10 +33,10 @@ import select
 import signal
 import socket
 
-from . import _sandbox_child as child
-from . import _sandbox_seccomp as seccomp
-from ._sandbox_layers import LAYERS, Layer
-from ._sandbox_linux import (
+from . import _child as child
+from . import _seccomp as seccomp
+from ._layers import LAYERS, Layer
+from ._linux import (
     CLONE_NEWNET,
     CLONE_NEWNS,
     CLONE_NEWPID,
@@ -49,8 +49,8 @@ from ._sandbox_linux import (
     setns,
     unshare,
 )
-from ._sandbox_view import reveal
-from ._sandbox_wire import Call, Done, Exited, Kill, Prepare, frame, receive, send
+from ._view import reveal
+from ._wire import Call, Done, Exited, Kill, Prepare, frame, receive, send
 
 _NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace")
 

@@ -21,22 +21,22 @@ from dataclasses import dataclass
 
 from turnstile.core import ToolOutcome
 
-from ._sandbox_limits import SandboxLimits
-from ._sandbox_verdict import exit_message, killed_message, stray_message, too_large_message
-from ._sandbox_wire import Call, Done, Kill, Message, Prepare, Result, decode_first, receive, send
+from ._limits import SandboxLimits
+from ._verdict import exit_message, killed_message, stray_message, too_large_message
+from ._wire import Call, Done, Kill, Message, Prepare, Result, decode_first, receive, send
 
-# The packages' __init__s import every executor (trio among them) and the whole core (the loop
-# and its `transitions` machine among it); the launcher needs neither, only a few modules of
-# each (its modules import the core's submodules, never the package). It imports those under
-# bare package objects, then drops these so that a tool importing `turnstile.core` still gets
-# the real package, made of the same submodules.
+# The packages' __init__s import every executor (trio among them), the whole core (the loop
+# and its `transitions` machine among it) and this host side; the launcher needs none of that,
+# only a few modules of each (its modules import the core's submodules, never the package). It
+# imports those under bare package objects, then drops these so that a tool importing
+# `turnstile.core` still gets the real package, made of the same submodules.
 _BOOT = """\
 import importlib.util, sys
 sys.path[:] = sys.argv[2].split("\\n")
-packages = ("turnstile.core", "turnstile.executors")
+packages = ("turnstile.core", "turnstile.executors", "turnstile.executors.sandbox")
 for name in packages:
     sys.modules[name] = importlib.util.module_from_spec(importlib.util.find_spec(name))
-from turnstile.executors._sandbox_launcher import main
+from turnstile.executors.sandbox._launcher import main
 for name in packages:
     del sys.modules[name]
 main(int(sys.argv[1]))
@@ -71,7 +71,7 @@ def host_sys_path() -> tuple[str, ...]:
 
 
 class Launcher:
-    """A launcher process (see `_sandbox_launcher`) and the socket to talk to it; told to
+    """A launcher process (see `_launcher`) and the socket to talk to it; told to
     `prepare`, it keeps each next call's process tree made ahead."""
 
     def __init__(self, sys_path: tuple[str, ...], prepare: Prepare | None = None) -> None:

@@ -1,0 +1,102 @@
+"""Whole-loop replay: a trace's loop driven by a real executor over the provider's `Client`, the
+official SDK and a replay of the trace's HTTP exchanges."""
+
+from __future__ import annotations
+
+__all__ = ["replay"]
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from turnstile.core import Command, ModelRequest, ModelResponse, Observation
+from turnstile.executors import Run, ToolRunner, sync
+from turnstile.providers._client import WireClient
+from turnstile.providers.replay import (
+    RecordedTools,
+    ReplayMismatch,
+    Trace,
+    client_and_transport,
+    load_trace,
+    prompt_for,
+    spec_for,
+)
+
+
+class _Watched:
+    """Passes calls on to the client, keeping a `ReplayMismatch` that the executor would
+    otherwise turn into an ordinary failed model call."""
+
+    def __init__(self, client: WireClient) -> None:
+        self._client = client
+        self.mismatch: ReplayMismatch | None = None
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return self._client.complete(request)
+        except ReplayMismatch as err:
+            self.mismatch = self.mismatch or err
+            raise
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await self._client.acomplete(request)
+        except ReplayMismatch as err:
+            self.mismatch = self.mismatch or err
+            raise
+
+
+def replay(
+    trace: Trace | str | Path,
+    *,
+    executor: Literal["sync", "trio"] = "sync",
+    tools: ToolRunner | None = None,
+    on_step: Callable[[Command | Observation], None] | None = None,
+) -> Run:
+    """Run the trace's loop with its recorded model replies and tool outputs; return the `Run`.
+
+    `executor="trio"` drives it with `turnstile.executors.trio` (inside its own `trio.run`) over
+    the async SDK client. `tools` runs the calls instead of the recorded outputs (real tools, a
+    sandbox): they must produce those outputs, or the next request will not match. `on_step`
+    sees every command and observation, as in the executors.
+
+    Raises:
+        ReplayMismatch: a request differed from the recording (the message holds the diff), a
+            tool call had no recorded output, or the run ended with exchanges unused.
+        TraceError: `trace` is not a replayable trace.
+    """
+    if executor not in ("sync", "trio"):
+        raise ValueError(f"unknown executor {executor!r}: use 'sync' or 'trio'")
+    if not isinstance(trace, Trace):
+        trace = load_trace(trace)
+    prompt = prompt_for(trace)
+    spec = spec_for(trace)
+    recorded = RecordedTools(trace)
+    tools = recorded if tools is None else tools
+    client, transport = client_and_transport(trace, sync=executor == "sync")
+    model = _Watched(client)
+    if executor == "sync":
+        run = sync.run(spec, prompt, model=model, tools=tools, on_step=on_step)
+    else:
+        import trio
+        from turnstile.executors import trio as trio_executor
+
+        drive = functools.partial(
+            trio_executor.run, spec, prompt, model=model, tools=tools, on_step=on_step
+        )
+        run = trio.run(drive)
+    if model.mismatch is not None:
+        raise model.mismatch
+    served = len(trace.exchanges) - len(transport.remaining)
+    if recorded.unrecorded:
+        calls = "; ".join(recorded.unrecorded)
+        raise ReplayMismatch(served, f"the trace has no recorded output for: {calls}")
+    if transport.remaining:
+        nxt = transport.remaining[0].request
+        raise ReplayMismatch(
+            served,
+            f"the run ended ({run.stop_reason.value}) after {served} of {len(trace.exchanges)} "
+            f"exchanges; the next was {nxt.method} {nxt.path}",
+        )
+    return run
