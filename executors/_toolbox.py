@@ -42,4 +42,9 @@ def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRu
     """A runner as given (a `Toolbox`, a sandbox...), or a `Toolbox` of the tools given."""
     if isinstance(tools, ToolRunner):
         return tools
+    if hasattr(tools, "run"):
+        raise TypeError(
+            f"{type(tools).__name__} has run() but no specs: a ToolRunner also says which tools "
+            "it runs, as `specs` (a sequence of ToolSpec)"
+        )
     return Toolbox(tools)

@@ -14,6 +14,7 @@ from turnstile.core import (
     StopReason,
     Text,
     ToolCall,
+    ToolOutcome,
     ToolSpec,
     Usage,
     tool,
@@ -142,3 +143,12 @@ def test_on_step_sees_every_command_and_observation() -> None:
     model = ScriptedModel([text("hi")])
     sync.run(LoopSpec(), "hi", model=model, on_step=lambda s: seen.append(type(s).__name__))
     assert seen == ["CallModel", "ModelReplied", "Finish"]
+
+
+def test_a_runner_without_specs_is_told_what_it_lacks() -> None:
+    class Runner:
+        def run(self, name: str, arguments: dict[str, object]) -> ToolOutcome:
+            return ToolOutcome("ok")
+
+    with pytest.raises(TypeError, match="has run\\(\\) but no specs"):
+        sync.run(LoopSpec(), "hi", model=ScriptedModel([]), tools=Runner())  # type: ignore[arg-type]
