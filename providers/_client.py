@@ -26,6 +26,7 @@ from typing import Any, ClassVar, NamedTuple, NoReturn
 import httpx2
 from turnstile.core import ModelRequest, ModelResponse
 
+from ._cache import WireCache
 from ._deltas import Delta
 from ._errors import DecodeError, ProviderError
 from ._sse import SSEDecoder, SSEEvent
@@ -58,7 +59,9 @@ class WireClient:
     serves `complete(request)`, an async one `await acomplete(request)` (asyncio or trio).
     `model` defaults to the format's `Wire.model`. With `stream=True` the reply is streamed and
     `on_delta` sees each `Delta` as it arrives (exceptions it raises end the call unchanged).
-    `options` go to the codec's `encode` (temperature, tool_choice, thinking, ...).
+    `cache` keeps the wire form of the histories it sends, so each call encodes only the new
+    messages (a new `WireCache()` when not given). `options` go to the codec's `encode`
+    (temperature, tool_choice, thinking, ...).
 
     Raises `TypeError` for an SDK client of the other provider, and `ValueError` for `on_delta`
     without `stream=True` (only a stream has deltas).
@@ -73,6 +76,7 @@ class WireClient:
         model: str | None = None,
         stream: bool = False,
         on_delta: Callable[[Delta], object] | None = None,
+        cache: WireCache | None = None,
         **options: Any,
     ) -> None:
         if _sdk_package(sdk) != self.wire.sdk:
@@ -83,6 +87,7 @@ class WireClient:
         self.model = model or self.wire.model
         self.stream = stream
         self.on_delta = on_delta
+        self.cache = WireCache() if cache is None else cache
         self.options = options
         self.is_async = inspect.iscoroutinefunction(sdk.post)
 
@@ -144,7 +149,9 @@ class WireClient:
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         stream = {"stream": True} if self.stream else {}
-        return self.wire.encode(request, model=self.model, **stream, **self.options)
+        return self.wire.encode(
+            request, model=self.model, cache=self.cache, **stream, **self.options
+        )
 
     def _decode(self, content: bytes) -> ModelResponse:
         try:

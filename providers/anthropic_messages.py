@@ -31,7 +31,7 @@ from turnstile.core import (
     UserMessage,
 )
 
-from ._cache import WireCache
+from ._cache import WireCache, folded
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
 from ._json import salvage
@@ -55,7 +55,9 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 # -- requests ----------------------------------------------------------------------------------
 
 
-def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, Any]:
+def encode(
+    request: ModelRequest, *, model: str, cache: WireCache | None = None, **options: Any
+) -> dict[str, Any]:
     """The JSON body of POST /v1/messages for `request`.
 
     `options` (temperature, stream=True, tool_choice, metadata, thinking, ...) are merged in last
@@ -69,14 +71,14 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     include `tool_use` or `tool_result` blocks must define tools"), and this way the history keeps
     its structure (ids, thinking signatures) while no tool can be called.
 
-    The body and its `messages` list are new on every call, but the entries of `messages` are
-    reused by later calls on the same `History` (only the new messages are encoded each turn):
-    treat them as read-only, and copy one before changing it.
+    With a `cache`, later calls on the same `History` encode only its new messages and reuse the
+    entries of `messages` (the body and the list itself are new on every call): treat them as
+    read-only, and copy one before changing it.
     """
     body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
     if request.system is not None:
         body["system"] = request.system
-    body["messages"] = _WIRE.wire(request.messages)
+    body["messages"] = folded(_fold, request.messages, cache)
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     else:
@@ -117,9 +119,6 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
                 _append(wire, "user", [_tool_result(r) for r in results])
             case _:
                 raise TypeError(f"not a message: {message!r}")
-
-
-_WIRE = WireCache(_fold)
 
 
 def _append(wire: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:

@@ -43,7 +43,7 @@ from turnstile.core import (
     UserMessage,
 )
 
-from ._cache import WireCache
+from ._cache import WireCache, folded
 from ._deltas import ArgumentsDelta, Delta, TextDelta
 from ._errors import DecodeError, ProviderError
 from ._json import salvage
@@ -68,19 +68,21 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # -- encoding ------------------------------------------------------------------------------------
 
 
-def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, Any]:
+def encode(
+    request: ModelRequest, *, model: str, cache: WireCache | None = None, **options: Any
+) -> dict[str, Any]:
     """The JSON body for `POST /v1/chat/completions`.
 
     `options` are merged over the body (`temperature=0`, `response_format=...`); `stream=True`
     also asks for the final usage chunk (`stream_options.include_usage`), which explicit
     `stream_options` may override.
 
-    The body and its `messages` list are new on every call, but the entries of `messages` are
-    reused by later calls on the same `History` (only the new messages are encoded each turn):
-    treat them as read-only, and copy one before changing it.
+    With a `cache`, later calls on the same `History` encode only its new messages and reuse the
+    entries of `messages` (the body and the list itself are new on every call): treat them as
+    read-only, and copy one before changing it.
     """
     head = [{"role": "system", "content": request.system}] if request.system is not None else None
-    messages = _WIRE.wire(request.messages, head)
+    messages = folded(_fold, request.messages, cache, head)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [
@@ -112,9 +114,6 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
                 {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
                 for r in message.results  # type: ignore[union-attr]
             )
-
-
-_WIRE = WireCache(_fold)
 
 
 def _assistant(message: AssistantMessage) -> dict[str, Any]:

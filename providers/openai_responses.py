@@ -29,11 +29,13 @@ from turnstile.core import (
     UserMessage,
 )
 
-from ._cache import WireCache
+from ._cache import WireCache, folded
 from ._openai_responses_decode import StreamAccumulator, decode, parse_arguments
 
 
-def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, Any]:
+def encode(
+    request: ModelRequest, *, model: str, cache: WireCache | None = None, **options: Any
+) -> dict[str, Any]:
     """The JSON body for `POST /v1/responses`.
 
     Defaults: `store: false` and `include: ["reasoning.encrypted_content"]`, so reasoning can be
@@ -42,14 +44,14 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     body (`stream=True`, `reasoning={"effort": "low"}`, ...); an option set to None removes that
     key, e.g. `include=None` for a model that rejects encrypted reasoning (gpt-4o, gpt-4.1).
 
-    The body and its `input` list are new on every call, but the items of `input` are reused by
-    later calls on the same `History` (only the new messages are encoded each turn): treat them
-    as read-only, and copy one before changing it.
+    With a `cache`, later calls on the same `History` encode only its new messages and reuse the
+    items of `input` (the body and the list itself are new on every call): treat them as
+    read-only, and copy one before changing it.
     """
     body: dict[str, Any] = {"model": model}
     if request.system is not None:
         body["instructions"] = request.system
-    body["input"] = _WIRE.wire(request.messages)
+    body["input"] = folded(_fold, request.messages, cache)
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     body["max_output_tokens"] = request.max_tokens
@@ -84,9 +86,6 @@ def _fold(items: list[dict[str, Any]], messages: Iterable[Message]) -> None:
                     {"type": "function_call_output", "call_id": r.call_id, "output": r.content}
                     for r in results
                 )
-
-
-_WIRE = WireCache(_fold)
 
 
 def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
