@@ -4,8 +4,9 @@ The SDK does what it is good at (credentials, base URL, headers, timeouts, its o
 nothing else: each request goes through its low-level `post(path, body=..., cast_to=
 httpx2.Response)`, which sends exactly the codec's JSON body and hands back the raw HTTP response,
 unparsed. A JSON reply goes to the codec's `decode`; an event stream is cut into events by our
-SSE parser and fed, payload by payload, to the codec's `StreamAccumulator`. The SDK packages are
-never imported here: a codec module stays cheap to import, and the caller already holds a client.
+SSE parser and fed, payload by payload, to the codec's `StreamAccumulator`. Neither the SDKs nor
+httpx2 are imported with this module: the codecs build on it and need neither, and whoever calls
+`complete` already holds an SDK client, so httpx2 (which the SDKs are built on) is imported then.
 
 Failures all end as `ProviderError` (a `ModelError`, so executors make `ModelFailed` of them):
 an SDK exception through `map_sdk_error`; an error event, a failed response or a stream that ends
@@ -21,15 +22,18 @@ __all__ = ["Wire", "WireClient"]
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn
 
-import httpx2
 from turnstile.core import ModelRequest, ModelResponse
 
 from ._cache import WireCache
 from ._deltas import Delta
 from ._errors import DecodeError, ProviderError
+from ._optional import missing_extra
 from ._sse import SSEDecoder, SSEEvent
+
+if TYPE_CHECKING:
+    import httpx2
 
 
 class Wire(NamedTuple):
@@ -107,10 +111,9 @@ class WireClient:
                 "use `await client.acomplete(request)`, or give it a sync SDK client"
             )
         body = self._body(request)
+        raw = self._raw_response()
         try:
-            response = self.sdk.post(
-                self.wire.path, cast_to=httpx2.Response, body=body, stream=self.stream
-            )
+            response = self.sdk.post(self.wire.path, cast_to=raw, body=body, stream=self.stream)
             try:
                 if not _is_event_stream(response):
                     return self._decode(response.read())
@@ -131,9 +134,10 @@ class WireClient:
                 "use `client.complete(request)`, or give it an async SDK client"
             )
         body = self._body(request)
+        raw = self._raw_response()
         try:
             response = await self.sdk.post(
-                self.wire.path, cast_to=httpx2.Response, body=body, stream=self.stream
+                self.wire.path, cast_to=raw, body=body, stream=self.stream
             )
             try:
                 if not _is_event_stream(response):
@@ -146,6 +150,14 @@ class WireClient:
                 await response.aclose()
         except Exception as exc:
             _reraise(exc)
+
+    def _raw_response(self) -> type[httpx2.Response]:
+        """What the SDK's `post` is asked for: the HTTP response itself, unparsed."""
+        try:
+            import httpx2
+        except ModuleNotFoundError as err:
+            raise missing_extra(err, self.wire.sdk, needed_by=self._name) from None
+        return httpx2.Response
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         stream = {"stream": True} if self.stream else {}

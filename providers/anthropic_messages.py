@@ -7,7 +7,7 @@ the non-streaming API would have sent and decodes that, so both paths give the s
 
 from __future__ import annotations
 
-__all__ = ["StreamAccumulator", "decode", "encode"]
+__all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import json
 import re
@@ -32,6 +32,7 @@ from turnstile.core import (
 )
 
 from ._cache import WireCache, folded
+from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
 from ._json import salvage
@@ -52,7 +53,7 @@ _ANY_OBJECT = {"type": "object"}
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-# -- requests ----------------------------------------------------------------------------------
+# -- encoding --------------------------------------------------------------------------------------
 
 
 def encode(
@@ -162,7 +163,7 @@ def _tool_result(result: ToolResult) -> dict[str, Any]:
     return block
 
 
-# -- responses ---------------------------------------------------------------------------------
+# -- decoding --------------------------------------------------------------------------------------
 
 
 def decode(body: dict[str, Any]) -> ModelResponse:
@@ -294,7 +295,7 @@ def _provider_error(error: Any) -> ProviderError:
     )
 
 
-# -- streams -----------------------------------------------------------------------------------
+# -- streaming -------------------------------------------------------------------------------------
 
 
 class StreamAccumulator:
@@ -479,15 +480,12 @@ def _healed(block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-# -- client (logic in _client.py) ----------------------------------------------------------------
-
-from ._client import Wire, WireClient  # noqa: E402
-
-__all__ += ["Client"]
+# -- the client ------------------------------------------------------------------------------------
 
 
 class Client(WireClient):
     """This format over `anthropic.Anthropic()` (`complete`) or `AsyncAnthropic()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
+    `WireClient`."""
 
     wire = Wire("anthropic", "/v1/messages", "claude-sonnet-4-6", encode, decode, StreamAccumulator)

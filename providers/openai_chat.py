@@ -23,7 +23,7 @@ legacy `function_call` (which has none), is a `DecodeError`.
 
 from __future__ import annotations
 
-__all__ = ["StreamAccumulator", "decode", "encode"]
+__all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import re
 from collections.abc import Iterable, Mapping
@@ -44,6 +44,7 @@ from turnstile.core import (
 )
 
 from ._cache import WireCache, folded
+from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta
 from ._errors import DecodeError, ProviderError
 from ._json import salvage
@@ -65,7 +66,7 @@ _RETRYABLE = frozenset({"server_error", "rate_limit_exceeded"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-# -- encoding ------------------------------------------------------------------------------------
+# -- encoding --------------------------------------------------------------------------------------
 
 
 def encode(
@@ -141,7 +142,7 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     return out
 
 
-# -- decoding ------------------------------------------------------------------------------------
+# -- decoding --------------------------------------------------------------------------------------
 
 
 def decode(body: Mapping[str, Any]) -> ModelResponse:
@@ -305,7 +306,7 @@ def _tool_call(call_id: str, name: str, text: str, *, cut: bool) -> ToolCall:
     return ToolCall(call_id, name, {}, raw_arguments=text)
 
 
-# -- streaming -----------------------------------------------------------------------------------
+# -- streaming -------------------------------------------------------------------------------------
 
 
 class _Buffer:
@@ -439,15 +440,12 @@ class StreamAccumulator:
         return [ArgumentsDelta(part, call.id, call.name, text)]
 
 
-# -- client (logic in _client.py) ----------------------------------------------------------------
-
-from ._client import Wire, WireClient  # noqa: E402
-
-__all__ += ["Client"]
+# -- the client ------------------------------------------------------------------------------------
 
 
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
+    `WireClient`."""
 
     wire = Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)

@@ -9,7 +9,7 @@ Decoding (bodies and stream events) lives in `_openai_responses_decode`.
 
 from __future__ import annotations
 
-__all__ = ["StreamAccumulator", "decode", "encode"]
+__all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import copy
 import json
@@ -30,6 +30,7 @@ from turnstile.core import (
 )
 
 from ._cache import WireCache, folded
+from ._client import Wire, WireClient
 from ._openai_responses_decode import StreamAccumulator, decode, parse_arguments
 
 
@@ -131,15 +132,12 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
     return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-# -- client (logic in _client.py) ----------------------------------------------------------------
-
-from ._client import Wire, WireClient  # noqa: E402
-
-__all__ += ["Client"]
+# -- the client ------------------------------------------------------------------------------------
 
 
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
+    `WireClient`."""
 
     wire = Wire("openai", "/responses", "gpt-5.1", encode, decode, StreamAccumulator)
