@@ -19,17 +19,9 @@ from turnstile.core import ModelResponse, ModelStop, Part, Text, Thinking, ToolC
 
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
+from ._wire import RETRYABLE, Pieces, expect, field, heal, optional, tool_call_id
 
 SUMMARY_JOIN = "\n\n"
-_RETRYABLE = frozenset(
-    {
-        "rate_limit_exceeded",
-        "server_error",
-        "server_is_overloaded",
-        "service_unavailable_error",
-        "vector_store_timeout",
-    }
-)
 _TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
 # Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
 _CALL_FIELDS = ("type", "call_id", "name", "status")
@@ -55,24 +47,16 @@ def decode(body: dict[str, Any]) -> ModelResponse:
     Raises `ProviderError` for a `failed` response and `DecodeError` (with the offending path) for
     a body missing what it must have, such as a function call without its `call_id`.
     """
-    if not isinstance(body, dict):
-        raise DecodeError("", "a response must be a JSON object")
-    status = body.get("status")
-    if not isinstance(status, str):
-        raise DecodeError("status", "missing or not a string")
+    status = field(expect(body, dict, ""), "status", str, "")
     if status == "failed":
         raise _failure(body.get("error"))
-    output = body.get("output")
-    if not isinstance(output, list):
-        raise DecodeError("output", "missing or not a list")
+    output = field(body, "output", list, "")
     cut = status == "incomplete"
     content: list[Part] = []
     refused = False
     for i, item in enumerate(output):
         where = f"output[{i}]"
-        if not isinstance(item, dict):
-            raise DecodeError(where, "an output item must be an object")
-        kind = item.get("type")
+        kind = expect(item, dict, where).get("type")
         if kind == "reasoning":
             content.append(_thinking(item, where))
         elif kind == "message":
@@ -82,51 +66,36 @@ def decode(body: dict[str, Any]) -> ModelResponse:
         elif kind == "function_call":
             content.append(_tool_call(item, where, last=cut and i == len(output) - 1))
     stop, raw_stop = _stop(body, status, refused, any(type(p) is ToolCall for p in content))
-    return ModelResponse(content, stop, _usage(body.get("usage")), raw_stop)
-
-
-def _string(obj: dict[str, Any], key: str, where: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise DecodeError(f"{where}.{key}", "missing or not a string")
-    return value
+    return ModelResponse(content, stop, _usage(body), raw_stop)
 
 
 def _thinking(item: dict[str, Any], where: str) -> Thinking:
-    _string(item, "id", where)
-    summary = item.get("summary")
-    if not isinstance(summary, list):
-        raise DecodeError(f"{where}.summary", "missing or not a list")
+    field(item, "id", str, where)
     texts = []
-    for j, entry in enumerate(summary):
-        if not isinstance(entry, dict):
-            raise DecodeError(f"{where}.summary[{j}]", "not an object")
-        texts.append(_string(entry, "text", f"{where}.summary[{j}]"))
+    for j, entry in enumerate(field(item, "summary", list, where)):
+        at = f"{where}.summary[{j}]"
+        texts.append(field(expect(entry, dict, at), "text", str, at))
     return Thinking(SUMMARY_JOIN.join(texts), provider_data=copy.deepcopy(item))
 
 
 def _message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
     """The text parts of a message item, and whether one of them is a refusal."""
-    parts = item.get("content")
-    if not isinstance(parts, list):
-        raise DecodeError(f"{where}.content", "missing or not a list")
+    parts = field(item, "content", list, where)
     texts: list[Part] = []
     refused = False
     for j, part in enumerate(parts):
         kind = part.get("type") if isinstance(part, dict) else None
-        field = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
-        if field is not None:
-            texts.append(Text(_string(part, field, f"{where}.content[{j}]")))
+        key = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
+        if key is not None:
+            texts.append(Text(field(part, key, str, f"{where}.content[{j}]")))
             refused = refused or kind == "refusal"
     return texts, refused
 
 
 def _tool_call(item: dict[str, Any], where: str, *, last: bool) -> ToolCall:
-    call_id = item.get("call_id")
-    if not isinstance(call_id, str) or not call_id:
-        raise DecodeError(f"{where}.call_id", "missing, so no result could refer to this call")
-    name = _string(item, "name", where)
-    text = _string(item, "arguments", where)
+    call_id = tool_call_id(item, "call_id", where)
+    name = field(item, "name", str, where)
+    text = field(item, "arguments", str, where)
     status = item.get("status")
     arguments = parse_arguments(text)
     return ToolCall(
@@ -157,31 +126,23 @@ def _stop(
     return ModelStop.other, status
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(body: dict[str, Any]) -> Usage:
+    usage = optional(body, "usage", dict, "", None)
     if usage is None:
         return Usage()
-    if not isinstance(usage, dict):
-        raise DecodeError("usage", "not an object")
-    inputs = usage.get("input_tokens_details") or {}
-    outputs = usage.get("output_tokens_details") or {}
+    inputs = optional(usage, "input_tokens_details", dict, "usage", {})
+    outputs = optional(usage, "output_tokens_details", dict, "usage", {})
     return Usage(
-        input_tokens=_count(usage, "input_tokens", "usage", required=True),
-        output_tokens=_count(usage, "output_tokens", "usage", required=True),
-        cache_read_tokens=_count(inputs, "cached_tokens", "usage.input_tokens_details"),
-        cache_write_tokens=_count(inputs, "cache_write_tokens", "usage.input_tokens_details"),
-        reasoning_tokens=_count(outputs, "reasoning_tokens", "usage.output_tokens_details"),
+        input_tokens=field(usage, "input_tokens", int, "usage"),
+        output_tokens=field(usage, "output_tokens", int, "usage"),
+        cache_read_tokens=optional(inputs, "cached_tokens", int, "usage.input_tokens_details", 0),
+        cache_write_tokens=optional(
+            inputs, "cache_write_tokens", int, "usage.input_tokens_details", 0
+        ),
+        reasoning_tokens=optional(
+            outputs, "reasoning_tokens", int, "usage.output_tokens_details", 0
+        ),
     )
-
-
-def _count(obj: Any, key: str, where: str, *, required: bool = False) -> int:
-    if not isinstance(obj, dict):
-        raise DecodeError(where, "not an object")
-    value = obj.get(key)
-    if value is None and not required:
-        return 0
-    if type(value) is not int:
-        raise DecodeError(f"{where}.{key}", "missing or not an integer")
-    return value
 
 
 def _failure(error: Any) -> ProviderError:
@@ -193,17 +154,12 @@ def _failure(error: Any) -> ProviderError:
     if not isinstance(error, dict):
         return ProviderError("failed", "the response failed without saying why", retryable=True)
     code, kind = error.get("code"), error.get("type")
-    retryable = (code is None and kind is None) or code in _RETRYABLE or kind in _RETRYABLE
+    retryable = (code is None and kind is None) or code in RETRYABLE or kind in RETRYABLE
     message = error.get("message") or "no message"
     return ProviderError(str(code or kind or "error"), str(message), retryable=retryable)
 
 
 # -- a stream of events --------------------------------------------------------------------------
-
-
-def _join_surrogates(text: str) -> str:
-    """Pairs of UTF-16 surrogates (a character split across two deltas) as one character."""
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def _visible(part: Part) -> str:
@@ -223,12 +179,11 @@ class StreamAccumulator:
 
     def __init__(self) -> None:
         self._kinds: list[type] = []  # part index -> the Part type its deltas build
+        self._shown: list[Pieces] = []  # part index -> the text its deltas showed
         self._parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> index
         self._calls: dict[str, tuple[int, str, str]] = {}  # fc item id -> index, call_id, name
         self._call_at: dict[int, tuple[int, str, str]] = {}  # output_index -> the same
         self._summaries: dict[int, int] = {}  # output_index -> summary parts announced
-        self._shown: dict[int, list[str]] = {}
-        self._held: dict[int, str] = {}
         self._opened: set[int] = set()
         self._done_items: dict[int, dict[str, Any]] = {}
         self._result: ModelResponse | None = None
@@ -242,10 +197,7 @@ class StreamAccumulator:
         """
         if self._result is not None or self._error is not None:
             return []
-        if not isinstance(event, dict):
-            raise DecodeError("", "an event must be a JSON object")
-        kind = event.get("type")
-        match kind:
+        match expect(event, dict, "").get("type"):
             case "response.output_item.added":
                 at, item = _index(event, "output_index"), _item(event)
                 self._opened.add(at)
@@ -308,29 +260,19 @@ class StreamAccumulator:
     def _new(self, key: tuple[int, int], kind: type) -> int:
         self._parts[key] = len(self._kinds)
         self._kinds.append(kind)
+        self._shown.append(Pieces())
         return self._parts[key]
 
     def _emit(self, index: int, fragment: str, make: Callable[[int, str], Delta]) -> list[Delta]:
-        text = self._held.pop(index, "") + fragment
-        if text and "\ud800" <= text[-1] <= "\udbff":
-            self._held[index], text = text[-1], text[:-1]
-        text = _join_surrogates(text)
-        if not text:
-            return []
-        self._shown.setdefault(index, []).append(text)
-        return [make(index, text)]
+        text = self._shown[index].add(fragment)
+        return [make(index, text)] if text else []
 
     def _open(self, at: int, item: dict[str, Any]) -> list[Delta]:
         """Give a new output item its part(s), with whatever text it already carries."""
         kind = item.get("type")
         if kind == "function_call":
-            call_id = item.get("call_id")
-            if not isinstance(call_id, str) or not call_id:
-                raise DecodeError("item.call_id", "missing, so no result could refer to this call")
-            name = item.get("name")
-            if not isinstance(name, str):
-                raise DecodeError("item.name", "missing or not a string")
-            call = (self._new((at, -1), ToolCall), call_id, name)
+            call_id = tool_call_id(item, "call_id", "item")
+            call = (self._new((at, -1), ToolCall), call_id, field(item, "name", str, "item"))
             self._call_at[at] = call
             if isinstance(item.get("id"), str):
                 self._calls[item["id"]] = call
@@ -396,28 +338,22 @@ class StreamAccumulator:
         for index, kind in enumerate(self._kinds):
             if index >= len(result.content) or type(result.content[index]) is not kind:
                 raise DecodeError("output", f"the stream built part {index}, which the reply lacks")
-            shown = "".join(self._shown.get(index, ())) + self._held.get(index, "")
-            if not _visible(result.content[index]).startswith(_join_surrogates(shown)):
+            shown = heal(self._shown[index].text())
+            if not _visible(result.content[index]).startswith(shown):
                 raise DecodeError("output", f"part {index} differs from what the stream showed")
         return result
 
 
 def _index(event: dict[str, Any], key: str) -> int:
-    value = event.get(key)
-    if type(value) is not int or value < 0:
-        raise DecodeError(key, f"{event.get('type')} event: missing or not an index")
+    value = field(event, key, int, "")
+    if value < 0:
+        raise DecodeError(key, f"expected an index, got {value}")
     return value
 
 
 def _item(event: dict[str, Any]) -> dict[str, Any]:
-    item = event.get("item")
-    if not isinstance(item, dict):
-        raise DecodeError("item", f"{event.get('type')} event: missing or not an object")
-    return item
+    return field(event, "item", dict, "")
 
 
 def _delta(event: dict[str, Any]) -> str:
-    delta = event.get("delta")
-    if not isinstance(delta, str):
-        raise DecodeError("delta", f"{event.get('type')} event: missing or not a string")
-    return delta
+    return field(event, "delta", str, "")

@@ -16,18 +16,7 @@ import openai
 from turnstile.core import TurnstileError
 
 from ._errors import ProviderError
-
-# Error types that mean "try again" where no HTTP status says so: an error event in a stream.
-_RETRYABLE_KINDS = frozenset(
-    {
-        "api_error",
-        "overloaded_error",
-        "rate_limit_error",
-        "rate_limit_exceeded",
-        "server_error",
-        "timeout_error",
-    }
-)
+from ._wire import RETRYABLE
 
 _TIMEOUTS = (anthropic.APITimeoutError, openai.APITimeoutError, httpx2.TimeoutException)
 # The Anthropic SDK lets a connection that drops mid-stream escape as httpx2's own error.
@@ -88,7 +77,7 @@ def _retryable(kind: str, status: int | None, headers: httpx2.Headers | None) ->
         if should_retry in ("true", "false"):
             return should_retry == "true"
         return status in (408, 409, 429) or status >= 500
-    return kind in _RETRYABLE_KINDS
+    return kind in RETRYABLE  # no HTTP status says it: an error event in a stream
 
 
 def _error_object(body: object) -> Mapping[str, Any]:
