@@ -8,10 +8,9 @@ result, so a UI never showed text that the recorded reply does not contain.
 
 from __future__ import annotations
 
-__all__ = ["StreamAccumulator", "decode", "parse_arguments"]
+__all__ = ["StreamAccumulator", "decode"]
 
 import copy
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,23 +18,12 @@ from turnstile.core import ModelResponse, ModelStop, Part, Text, Thinking, ToolC
 
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
-from ._wire import RETRYABLE, Pieces, expect, field, heal, optional, tool_call_id
+from ._wire import RETRYABLE, Pieces, expect, field, heal, optional, tool_call, tool_call_id
 
 SUMMARY_JOIN = "\n\n"
 _TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
 # Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
 _CALL_FIELDS = ("type", "call_id", "name", "status")
-
-
-def parse_arguments(text: str) -> dict[str, Any] | None:
-    """A JSON object's contents ({} for an empty string), or None when `text` is not one."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # -- a Response object ---------------------------------------------------------------------------
@@ -97,13 +85,11 @@ def _tool_call(item: dict[str, Any], where: str, *, last: bool) -> ToolCall:
     name = field(item, "name", str, where)
     text = field(item, "arguments", str, where)
     status = item.get("status")
-    arguments = parse_arguments(text)
-    return ToolCall(
+    return tool_call(
         call_id,
         name,
-        arguments if arguments is not None else {},
-        raw_arguments=None if arguments is not None else text,
-        complete=status == "completed" or (status is None and not last),
+        text,
+        cut=status != "completed" and (status is not None or last),
         provider_data={k: copy.deepcopy(v) for k, v in item.items() if k not in _CALL_FIELDS},
     )
 

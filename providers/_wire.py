@@ -1,4 +1,4 @@
-"""What the three codecs share: typed fields, split surrogates, retryable error kinds.
+"""What the three codecs share: typed fields, split surrogates, argument text, retryable kinds.
 
 Fields follow one rule, whatever the format. `field` reads one the API always sends: absent,
 it is `DecodeError(path, "missing")`; of another type (null included), `DecodeError(path,
@@ -8,12 +8,26 @@ default; another type is the same error. `path` names the place in the body (`co
 
 from __future__ import annotations
 
-__all__ = ["RETRYABLE", "Pieces", "expect", "field", "heal", "optional", "tool_call_id"]
+__all__ = [
+    "RETRYABLE",
+    "Pieces",
+    "expect",
+    "field",
+    "heal",
+    "json_object",
+    "optional",
+    "salvage",
+    "tool_call",
+    "tool_call_id",
+]
 
 import json
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
+
+import msgspec
+from turnstile.core import ToolCall
 
 from ._errors import DecodeError
 
@@ -41,6 +55,7 @@ RETRYABLE = frozenset(
 _KINDS = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
 _MISSING: Any = object()
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SELF_DELIMITED = ('"', "]", "}", "true", "false", "null")
 
 
 def field(obj: Mapping[str, Any], key: str, kind: type[T], path: str) -> T:
@@ -125,3 +140,75 @@ class Pieces:
 
     def text(self) -> str:
         return "".join(self._pieces) + self._held
+
+
+# -- tool calls ------------------------------------------------------------------------------------
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """The members of the JSON object `text` holds, or None when it holds none (blank included)."""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None
+    return value if type(value) is dict else None
+
+
+def tool_call(
+    call_id: str, name: str, text: str, *, cut: bool = False, provider_data: Any = None
+) -> ToolCall:
+    """The call whose arguments the model wrote as `text`.
+
+    A JSON object is the arguments, and blank text means none; other text stays verbatim in
+    `raw_arguments`, beside empty arguments. A `cut` call (the reply ended, at max tokens, while
+    the model was writing it) is `complete=False`; unless its text is a whole object, it keeps
+    that text in `raw_arguments` (blank included) and the members `salvage` proves whole.
+    """
+    value = json_object(text)
+    if value is not None:
+        return ToolCall(call_id, name, value, complete=not cut, provider_data=provider_data)
+    if not cut and not text.strip():
+        return ToolCall(call_id, name, {}, provider_data=provider_data)
+    arguments = salvage(text) if cut else {}
+    return ToolCall(
+        call_id, name, arguments, raw_arguments=text, complete=not cut, provider_data=provider_data
+    )
+
+
+def salvage(text: str) -> dict[str, Any]:
+    """The members of a JSON object cut short that are certainly complete; `{}` when none are.
+
+    A member counts once a comma at the top level follows it, or when the text ends right after
+    a value that cannot grow (a string, array, object or literal); a trailing number might have
+    had more digits, so it is dropped.
+    """
+    if not text.lstrip().startswith("{"):
+        return {}
+    depth, in_string, escaped, comma = 0, False, False, -1
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            comma = i
+    candidates = []
+    if depth == 1 and not in_string and text.rstrip().endswith(_SELF_DELIMITED):
+        candidates.append(text + "}")
+    if comma > 0:
+        candidates.append(text[:comma] + "}")
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)  # type: ignore[no-any-return]
+        except ValueError:
+            continue
+    return {}

@@ -34,8 +34,7 @@ from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
-from ._json import salvage
-from ._wire import RETRYABLE, expect, field, heal, optional, tool_call_id
+from ._wire import RETRYABLE, expect, field, heal, optional, tool_call, tool_call_id
 
 _STOPS = {
     "end_turn": ModelStop.end_turn,
@@ -221,18 +220,14 @@ def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool
         if "input" not in block:
             raise DecodeError(f"{path}.input", "missing")
         value = block["input"]
-    elif not streamed.strip():
-        value = {}
     else:
         try:
-            value = json.loads(streamed)
+            value = json.loads(streamed)  # as the body's `input` would have been read
         except ValueError:
-            arguments = salvage(streamed) if cut else {}
-            return ToolCall(call_id, name, arguments, raw_arguments=streamed, complete=not cut)
+            return tool_call(call_id, name, streamed, cut=cut)
     if isinstance(value, dict):
         return ToolCall(call_id, name, value, complete=not cut)
-    raw = json.dumps(value, ensure_ascii=False)
-    return ToolCall(call_id, name, {}, raw_arguments=raw, complete=not cut)
+    return tool_call(call_id, name, json.dumps(value, ensure_ascii=False), cut=cut)
 
 
 def _usage(usage: dict[str, Any]) -> Usage:

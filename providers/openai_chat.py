@@ -46,8 +46,16 @@ from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta
 from ._errors import DecodeError, ProviderError
-from ._json import salvage
-from ._wire import RETRYABLE, Pieces, expect, field, optional, tool_call_id
+from ._wire import (
+    RETRYABLE,
+    Pieces,
+    expect,
+    field,
+    json_object,
+    optional,
+    tool_call,
+    tool_call_id,
+)
 
 _encoder = msgspec.json.Encoder()
 
@@ -229,8 +237,11 @@ def _response(
 ) -> ModelResponse:
     """The neutral reply; shared by `decode` and `StreamAccumulator` so both agree exactly."""
     parts: list[Part] = [Text(t) for t in (text, refusal) if t]
-    cut = len(calls) - 1 if finish == "length" else -1
-    parts += [_tool_call(*call, cut=n == cut) for n, call in enumerate(calls)]
+    last = len(calls) - 1 if finish == "length" else -1
+    parts += [
+        tool_call(call_id, name, text, cut=n == last and json_object(text) is None)
+        for n, (call_id, name, text) in enumerate(calls)
+    ]
     raw_stop = None
     if refusal:
         stop = ModelStop.refusal
@@ -241,23 +252,6 @@ def _response(
     else:
         stop, raw_stop = ModelStop.other, finish
     return ModelResponse(parts, stop, usage, raw_stop)
-
-
-def _tool_call(call_id: str, name: str, text: str, *, cut: bool) -> ToolCall:
-    """A call from its arguments text. Blank text means no arguments, unless max tokens cut it."""
-    if not text.strip():
-        if cut:
-            return ToolCall(call_id, name, {}, raw_arguments=text, complete=False)
-        return ToolCall(call_id, name, {})
-    try:
-        value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        value = None
-    if isinstance(value, dict):
-        return ToolCall(call_id, name, value)
-    if cut:
-        return ToolCall(call_id, name, salvage(text), raw_arguments=text, complete=False)
-    return ToolCall(call_id, name, {}, raw_arguments=text)
 
 
 # -- streaming -------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ from turnstile.core import (
 
 from ._cache import WireCache, folded
 from ._client import Wire, WireClient
-from ._openai_responses_decode import StreamAccumulator, decode, parse_arguments
+from ._openai_responses_decode import StreamAccumulator, decode
+from ._wire import json_object
 
 
 def encode(
@@ -127,7 +128,7 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
     """The arguments as the model wrote them while still true to `call`, else re-serialized."""
     if call.raw_arguments is not None:
         return call.raw_arguments
-    if isinstance(kept, str) and parse_arguments(kept) == call.arguments:
+    if isinstance(kept, str) and (json_object(kept) if kept.strip() else {}) == call.arguments:
         return kept
     return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
 

@@ -935,12 +935,11 @@ def test_stream_cut_by_max_tokens_salvages_complete_members() -> None:
             if e != {"type": "content_block_stop", "index": 1}
         ]
         call = accumulate(events).content[1]
-        raw = text if text else None
         assert call == ToolCall(
             "toolu_01A09q90qw90lq917835lq9",
             "get_weather",
             salvaged,
-            raw_arguments=raw,
+            raw_arguments=text,
             complete=False,
         ), text
 

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx2
+import msgspec
 import openai
 import pytest
-from turnstile.core import ModelResponse
+from turnstile.core import ModelResponse, ToolCall
 from turnstile.providers import DecodeError, ProviderError
 from turnstile.providers import anthropic_messages as anthropic
 from turnstile.providers import openai_chat as chat
@@ -103,3 +104,92 @@ def test_an_sdk_error_without_a_status_retries_the_same_kinds(kind: str) -> None
     error = map_sdk_error(openai.APIError("An error occurred", request, body={"code": kind}))
     assert error is not None
     assert (error.kind, error.retryable) == (kind, kind in RETRYABLE)
+
+
+# -- arguments text: one rule for a call the reply's end cut off -----------------------------------
+
+
+def anthropic_call(text: str, cut: bool) -> ToolCall:
+    """The call in a streamed reply, the only form in which Anthropic's arguments are text."""
+    start = {"type": "message", "role": "assistant", "content": [], "stop_reason": None}
+    call = {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {}}
+    events = [
+        {"type": "message_start", "message": {**start, "usage": {"input_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": call},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": text},
+        },
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "max_tokens" if cut else "tool_use"},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ]
+    accumulator = anthropic.StreamAccumulator()
+    for event in events:
+        accumulator.feed(event)
+    return accumulator.result().content[0]  # type: ignore[return-value]
+
+
+def chat_call(text: str, cut: bool) -> ToolCall:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": text},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "length" if cut else "tool_calls"}
+    return chat.decode({"choices": [choice]}).content[0]  # type: ignore[return-value]
+
+
+def responses_call(text: str, cut: bool) -> ToolCall:
+    status = "incomplete" if cut else "completed"
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather"}
+    body = {
+        "status": status,
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "output": [{**call, "arguments": text, "status": status}],
+    }
+    reply = responses.decode(body).content[0]
+    assert type(reply) is ToolCall and reply.provider_data == {"id": "fc_1", "arguments": text}
+    return msgspec.structs.replace(reply, provider_data=None)
+
+
+CALLS = {"anthropic": anthropic_call, "openai-chat": chat_call, "openai-responses": responses_call}
+
+
+@pytest.mark.parametrize(
+    ("text", "salvaged"),
+    [
+        ('{"city": "上海", "unit": "cel', {"city": "上海"}),
+        ('{"city": "上海", "days": [1, 2', {"city": "上海"}),
+        ('{"city": "上', {}),
+        ('["上海"', {}),
+        ("", {}),
+    ],
+)
+@pytest.mark.parametrize("name", CALLS)
+def test_a_call_cut_off_reads_alike_in_every_format(
+    name: str, text: str, salvaged: dict[str, Any]
+) -> None:
+    call = CALLS[name](text, True)
+    assert call == ToolCall("call_1", "get_weather", salvaged, raw_arguments=text, complete=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "arguments", "raw"),
+    [
+        ('{"city": "上海"}', {"city": "上海"}, None),
+        ('{"city": "上', {}, '{"city": "上'),
+        ("", {}, None),
+    ],
+)
+@pytest.mark.parametrize("name", CALLS)
+def test_a_finished_call_reads_alike_in_every_format(
+    name: str, text: str, arguments: dict[str, Any], raw: str | None
+) -> None:
+    call = CALLS[name](text, False)
+    assert call == ToolCall("call_1", "get_weather", arguments, raw_arguments=raw)
