@@ -29,7 +29,7 @@ from turnstile.core import ModelRequest, ModelResponse
 from ._cache import WireCache
 from ._deltas import Delta
 from ._errors import DecodeError, ProviderError
-from ._optional import missing_extra
+from ._optional import required
 from ._sse import SSEDecoder, SSEEvent
 
 if TYPE_CHECKING:
@@ -153,10 +153,7 @@ class WireClient:
 
     def _raw_response(self) -> type[httpx2.Response]:
         """What the SDK's `post` is asked for: the HTTP response itself, unparsed."""
-        try:
-            import httpx2
-        except ModuleNotFoundError as err:
-            raise missing_extra(err, self.wire.sdk, needed_by=self._name) from None
+        httpx2: Any = required("httpx2", self.wire.sdk, needed_by=self._name)
         return httpx2.Response
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:

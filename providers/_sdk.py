@@ -1,5 +1,8 @@
 """Both SDKs' exceptions as `ProviderError`: the API's own error type and message, and whether
 asking again may help, decided as the SDKs' own retry policy decides it.
+
+Either SDK may be missing (each is an extra): its exceptions are then left out, since nothing
+could have raised them. httpx2 is here whichever is installed: both are built on it.
 """
 
 from __future__ import annotations
@@ -8,28 +11,35 @@ __all__ = ["map_sdk_error"]
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
-import openai
 from turnstile.core import TurnstileError
 
 from ._errors import ProviderError
+from ._optional import installed
 from ._wire import RETRYABLE
 
-_TIMEOUTS = (anthropic.APITimeoutError, openai.APITimeoutError, httpx2.TimeoutException)
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
+_SDKS = [sdk for sdk in map(installed, ("anthropic", "openai")) if sdk is not None]
+
+
+def _classes(name: str) -> tuple[type[Any], ...]:
+    """The installed SDKs' exception classes called `name`."""
+    return tuple(getattr(sdk, name) for sdk in _SDKS if hasattr(sdk, name))
+
+
+_TIMEOUTS = (*_classes("APITimeoutError"), httpx2.TimeoutException)
 # The Anthropic SDK lets a connection that drops mid-stream escape as httpx2's own error.
-_CONNECTION = (
-    anthropic.APIConnectionError,
-    openai.APIConnectionError,
-    httpx2.NetworkError,
-    httpx2.RemoteProtocolError,
-)
-_STATUS = (anthropic.APIStatusError, openai.APIStatusError)
-_BODY_UNRELATED = (anthropic.APIResponseValidationError, openai.APIResponseValidationError)
-_API = (anthropic.APIError, openai.APIError)
-_SDK = (anthropic.AnthropicError, openai.OpenAIError)
+_CONNECTION = (*_classes("APIConnectionError"), httpx2.NetworkError, httpx2.RemoteProtocolError)
+_STATUS = _classes("APIStatusError")
+_BODY_UNRELATED = _classes("APIResponseValidationError")
+_API = _classes("APIError")
+_SDK = _classes("AnthropicError") + _classes("OpenAIError")
+_RETRY_ASKED = _classes("RetryableError")
 _STATUS_KINDS = {529: "overloaded"}
 
 
@@ -52,7 +62,7 @@ def map_sdk_error(exc: BaseException) -> ProviderError | None:
     if isinstance(exc, _API) and not isinstance(exc, _BODY_UNRELATED):
         return _from_error_body(exc, None, None)
     if isinstance(exc, _SDK):
-        retryable = isinstance(exc, anthropic.RetryableError)
+        retryable = isinstance(exc, _RETRY_ASKED)
         return ProviderError(_snake(type(exc).__name__), str(exc), retryable=retryable)
     return None
 
