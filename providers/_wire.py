@@ -4,6 +4,9 @@ Fields follow one rule, whatever the format. `field` reads one the API always se
 it is `DecodeError(path, "missing")`; of another type (null included), `DecodeError(path,
 "expected a string, got 3")`. `optional` reads one that may be absent or null, which gives its
 default; another type is the same error. `path` names the place in the body (`content[1].id`).
+
+Arguments text becomes a `ToolCall` by one rule too (`tool_call`), including a call cut off by
+max tokens; each format only says which of its calls were cut.
 """
 
 from __future__ import annotations

@@ -219,16 +219,13 @@ def _usage(body: Mapping[str, Any]) -> Usage:
     usage = optional(body, "usage", dict, "", {})
     prompt = optional(usage, "prompt_tokens_details", dict, "usage", {})
     completion = optional(usage, "completion_tokens_details", dict, "usage", {})
+    at_prompt, at_completion = "usage.prompt_tokens_details", "usage.completion_tokens_details"
     return Usage(
         input_tokens=optional(usage, "prompt_tokens", int, "usage", 0),
         output_tokens=optional(usage, "completion_tokens", int, "usage", 0),
-        cache_read_tokens=optional(prompt, "cached_tokens", int, "usage.prompt_tokens_details", 0),
-        cache_write_tokens=optional(
-            prompt, "cache_write_tokens", int, "usage.prompt_tokens_details", 0
-        ),
-        reasoning_tokens=optional(
-            completion, "reasoning_tokens", int, "usage.completion_tokens_details", 0
-        ),
+        cache_read_tokens=optional(prompt, "cached_tokens", int, at_prompt, 0),
+        cache_write_tokens=optional(prompt, "cache_write_tokens", int, at_prompt, 0),
+        reasoning_tokens=optional(completion, "reasoning_tokens", int, at_completion, 0),
     )
 
 
@@ -237,7 +234,7 @@ def _response(
 ) -> ModelResponse:
     """The neutral reply; shared by `decode` and `StreamAccumulator` so both agree exactly."""
     parts: list[Part] = [Text(t) for t in (text, refusal) if t]
-    last = len(calls) - 1 if finish == "length" else -1
+    last = len(calls) - 1 if finish == "length" else -1  # a closed object was not cut, though
     parts += [
         tool_call(call_id, name, text, cut=n == last and json_object(text) is None)
         for n, (call_id, name, text) in enumerate(calls)

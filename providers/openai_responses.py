@@ -165,6 +165,10 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
 def decode(body: dict[str, Any]) -> ModelResponse:
     """A Response object as a `ModelResponse`.
 
+    A function call whose item is not `completed` (without a status: the last item of an
+    `incomplete` response) was cut off: `complete=False`, its text in `raw_arguments` and the
+    members certainly whole as `arguments` (a whole JSON object is simply the arguments).
+
     Raises `ProviderError` for a `failed` response and `DecodeError` (with the offending path) for
     a body missing what it must have, such as a function call without its `call_id`.
     """
@@ -247,16 +251,13 @@ def _usage(body: dict[str, Any]) -> Usage:
         return Usage()
     inputs = optional(usage, "input_tokens_details", dict, "usage", {})
     outputs = optional(usage, "output_tokens_details", dict, "usage", {})
+    at_inputs, at_outputs = "usage.input_tokens_details", "usage.output_tokens_details"
     return Usage(
         input_tokens=field(usage, "input_tokens", int, "usage"),
         output_tokens=field(usage, "output_tokens", int, "usage"),
-        cache_read_tokens=optional(inputs, "cached_tokens", int, "usage.input_tokens_details", 0),
-        cache_write_tokens=optional(
-            inputs, "cache_write_tokens", int, "usage.input_tokens_details", 0
-        ),
-        reasoning_tokens=optional(
-            outputs, "reasoning_tokens", int, "usage.output_tokens_details", 0
-        ),
+        cache_read_tokens=optional(inputs, "cached_tokens", int, at_inputs, 0),
+        cache_write_tokens=optional(inputs, "cache_write_tokens", int, at_inputs, 0),
+        reasoning_tokens=optional(outputs, "reasoning_tokens", int, at_outputs, 0),
     )
 
 
