@@ -1,10 +1,11 @@
 """The provider codecs' costs: encoding the next body as a loop goes on, and folding long streams.
 
-Encoding is timed the way a loop meets it: the history grows by one reply and its results per
-turn, and each call encodes the whole request again; the baseline is the same request re-encoded
-whole (a plain list of messages, which the codecs do not cache). Streams are built from the
-recorded fixtures' events, stretched to a long text and long tool arguments in many deltas; their
-size is the bytes of the SSE `data:` payloads, and the baseline is `json.loads` of those payloads.
+Encoding is timed the way a client meets it: the history grows by one reply and its results per
+turn, and each call encodes the whole request again through the client's `WireCache`; the
+baseline is the same request re-encoded whole (a plain list of messages, which is not cached).
+Streams are built from the recorded fixtures' events, stretched to a long text and long tool
+arguments in many deltas; their size is the bytes of the SSE `data:` payloads, and the baseline is
+`json.loads` of those payloads.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from turnstile.core import (
     UserMessage,
     text_of,
 )
-from turnstile.providers import anthropic_messages, openai_chat, openai_responses
+from turnstile.providers import WireCache, anthropic_messages, openai_chat, openai_responses
 from turnstile.providers._sse import events_json
 
 from ._measure import Figure
@@ -98,7 +99,8 @@ def encode_per_turn(encode: Callable[..., dict[str, Any]], n: int) -> tuple[floa
     ledger: list[Message] = [UserMessage(PROMPT)]
     for reply, results in turns[: n - steps]:
         ledger += (reply, results)
-    encode(_request(History(ledger)), model=MODEL)  # the calls the loop made before
+    cache = WireCache()
+    encode(_request(History(ledger)), model=MODEL, cache=cache)  # the calls the loop made before
     clock = time.perf_counter_ns
     elapsed = 0
     body: dict[str, Any] = {}
@@ -106,7 +108,7 @@ def encode_per_turn(encode: Callable[..., dict[str, Any]], n: int) -> tuple[floa
         ledger += (reply, results)
         request = _request(History(ledger))
         t0 = clock()
-        body = encode(request, model=MODEL)
+        body = encode(request, model=MODEL, cache=cache)
         elapsed += clock() - t0
     whole = _request(list(ledger))
     t0 = clock()

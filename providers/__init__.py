@@ -1,5 +1,6 @@
 """turnstile.providers: the neutral messages on three wire formats, over the official SDKs."""
 
+from ._cache import WireCache as WireCache
 from ._deltas import ArgumentsDelta as ArgumentsDelta
 from ._deltas import Delta as Delta
 from ._deltas import TextDelta as TextDelta

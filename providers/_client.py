@@ -4,8 +4,9 @@ The SDK does what it is good at (credentials, base URL, headers, timeouts, its o
 nothing else: each request goes through its low-level `post(path, body=..., cast_to=
 httpx2.Response)`, which sends exactly the codec's JSON body and hands back the raw HTTP response,
 unparsed. A JSON reply goes to the codec's `decode`; an event stream is cut into events by our
-SSE parser and fed, payload by payload, to the codec's `StreamAccumulator`. The SDK packages are
-never imported here: a codec module stays cheap to import, and the caller already holds a client.
+SSE parser and fed, payload by payload, to the codec's `StreamAccumulator`. Neither the SDKs nor
+httpx2 are imported with this module: the codecs build on it and need neither, and whoever calls
+`complete` already holds an SDK client, so httpx2 (which the SDKs are built on) is imported then.
 
 Failures all end as `ProviderError` (a `ModelError`, so executors make `ModelFailed` of them):
 an SDK exception through `map_sdk_error`; an error event, a failed response or a stream that ends
@@ -21,14 +22,18 @@ __all__ = ["Wire", "WireClient"]
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn
 
-import httpx2
 from turnstile.core import ModelRequest, ModelResponse
 
+from ._cache import WireCache
 from ._deltas import Delta
 from ._errors import DecodeError, ProviderError
+from ._optional import required
 from ._sse import SSEDecoder, SSEEvent
+
+if TYPE_CHECKING:
+    import httpx2
 
 
 class Wire(NamedTuple):
@@ -58,7 +63,9 @@ class WireClient:
     serves `complete(request)`, an async one `await acomplete(request)` (asyncio or trio).
     `model` defaults to the format's `Wire.model`. With `stream=True` the reply is streamed and
     `on_delta` sees each `Delta` as it arrives (exceptions it raises end the call unchanged).
-    `options` go to the codec's `encode` (temperature, tool_choice, thinking, ...).
+    `cache` keeps the wire form of the histories it sends, so each call encodes only the new
+    messages (a new `WireCache()` when not given). `options` go to the codec's `encode`
+    (temperature, tool_choice, thinking, ...).
 
     Raises `TypeError` for an SDK client of the other provider, and `ValueError` for `on_delta`
     without `stream=True` (only a stream has deltas).
@@ -73,6 +80,7 @@ class WireClient:
         model: str | None = None,
         stream: bool = False,
         on_delta: Callable[[Delta], object] | None = None,
+        cache: WireCache | None = None,
         **options: Any,
     ) -> None:
         if _sdk_package(sdk) != self.wire.sdk:
@@ -83,6 +91,7 @@ class WireClient:
         self.model = model or self.wire.model
         self.stream = stream
         self.on_delta = on_delta
+        self.cache = WireCache() if cache is None else cache
         self.options = options
         self.is_async = inspect.iscoroutinefunction(sdk.post)
 
@@ -102,10 +111,9 @@ class WireClient:
                 "use `await client.acomplete(request)`, or give it a sync SDK client"
             )
         body = self._body(request)
+        raw = self._raw_response()
         try:
-            response = self.sdk.post(
-                self.wire.path, cast_to=httpx2.Response, body=body, stream=self.stream
-            )
+            response = self.sdk.post(self.wire.path, cast_to=raw, body=body, stream=self.stream)
             try:
                 if not _is_event_stream(response):
                     return self._decode(response.read())
@@ -126,9 +134,10 @@ class WireClient:
                 "use `client.complete(request)`, or give it an async SDK client"
             )
         body = self._body(request)
+        raw = self._raw_response()
         try:
             response = await self.sdk.post(
-                self.wire.path, cast_to=httpx2.Response, body=body, stream=self.stream
+                self.wire.path, cast_to=raw, body=body, stream=self.stream
             )
             try:
                 if not _is_event_stream(response):
@@ -142,9 +151,16 @@ class WireClient:
         except Exception as exc:
             _reraise(exc)
 
+    def _raw_response(self) -> type[httpx2.Response]:
+        """What the SDK's `post` is asked for: the HTTP response itself, unparsed."""
+        httpx2: Any = required("httpx2", self.wire.sdk, needed_by=self._name)
+        return httpx2.Response
+
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         stream = {"stream": True} if self.stream else {}
-        return self.wire.encode(request, model=self.model, **stream, **self.options)
+        return self.wire.encode(
+            request, model=self.model, cache=self.cache, **stream, **self.options
+        )
 
     def _decode(self, content: bytes) -> ModelResponse:
         try:

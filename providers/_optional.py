@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["MissingExtra", "missing_extra"]
+__all__ = ["MissingExtra", "installed", "missing_extra", "required"]
+
+import importlib
+from types import ModuleType
 
 from turnstile.core import TurnstileError
 
@@ -23,3 +26,22 @@ def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> 
     return MissingExtra(
         f"{needed_by} needs the {missing} package: pip install 'turnstile[{extra}]'"
     )
+
+
+def installed(name: str) -> ModuleType | None:
+    """The package `name`, imported, or None when it is not installed. A package that is there
+    but fails to import (a dependency of its own missing) raises: that is not "absent"."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        return None
+
+
+def required(name: str, extra: str, *, needed_by: str) -> ModuleType:
+    """The package `name`, imported; a `MissingExtra` naming `extra` when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        raise missing_extra(err, extra, needed_by=needed_by) from None

@@ -1,5 +1,8 @@
 """Both SDKs' exceptions as `ProviderError`: the API's own error type and message, and whether
 asking again may help, decided as the SDKs' own retry policy decides it.
+
+Either SDK may be missing (each is an extra): its exceptions are then left out, since nothing
+could have raised them. httpx2 is here whichever is installed: both are built on it.
 """
 
 from __future__ import annotations
@@ -8,39 +11,35 @@ __all__ = ["map_sdk_error"]
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
-import openai
 from turnstile.core import TurnstileError
 
 from ._errors import ProviderError
+from ._optional import installed
+from ._wire import RETRYABLE
 
-# Error types that mean "try again" where no HTTP status says so: an error event in a stream.
-_RETRYABLE_KINDS = frozenset(
-    {
-        "api_error",
-        "overloaded_error",
-        "rate_limit_error",
-        "rate_limit_exceeded",
-        "server_error",
-        "timeout_error",
-    }
-)
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
-_TIMEOUTS = (anthropic.APITimeoutError, openai.APITimeoutError, httpx2.TimeoutException)
+_SDKS = [sdk for sdk in map(installed, ("anthropic", "openai")) if sdk is not None]
+
+
+def _classes(name: str) -> tuple[type[Any], ...]:
+    """The installed SDKs' exception classes called `name`."""
+    return tuple(getattr(sdk, name) for sdk in _SDKS if hasattr(sdk, name))
+
+
+_TIMEOUTS = (*_classes("APITimeoutError"), httpx2.TimeoutException)
 # The Anthropic SDK lets a connection that drops mid-stream escape as httpx2's own error.
-_CONNECTION = (
-    anthropic.APIConnectionError,
-    openai.APIConnectionError,
-    httpx2.NetworkError,
-    httpx2.RemoteProtocolError,
-)
-_STATUS = (anthropic.APIStatusError, openai.APIStatusError)
-_BODY_UNRELATED = (anthropic.APIResponseValidationError, openai.APIResponseValidationError)
-_API = (anthropic.APIError, openai.APIError)
-_SDK = (anthropic.AnthropicError, openai.OpenAIError)
+_CONNECTION = (*_classes("APIConnectionError"), httpx2.NetworkError, httpx2.RemoteProtocolError)
+_STATUS = _classes("APIStatusError")
+_BODY_UNRELATED = _classes("APIResponseValidationError")
+_API = _classes("APIError")
+_SDK = _classes("AnthropicError") + _classes("OpenAIError")
+_RETRY_ASKED = _classes("RetryableError")
 _STATUS_KINDS = {529: "overloaded"}
 
 
@@ -63,7 +62,7 @@ def map_sdk_error(exc: BaseException) -> ProviderError | None:
     if isinstance(exc, _API) and not isinstance(exc, _BODY_UNRELATED):
         return _from_error_body(exc, None, None)
     if isinstance(exc, _SDK):
-        retryable = isinstance(exc, anthropic.RetryableError)
+        retryable = isinstance(exc, _RETRY_ASKED)
         return ProviderError(_snake(type(exc).__name__), str(exc), retryable=retryable)
     return None
 
@@ -88,7 +87,7 @@ def _retryable(kind: str, status: int | None, headers: httpx2.Headers | None) ->
         if should_retry in ("true", "false"):
             return should_retry == "true"
         return status in (408, 409, 429) or status >= 500
-    return kind in _RETRYABLE_KINDS
+    return kind in RETRYABLE  # no HTTP status says it: an error event in a stream
 
 
 def _error_object(body: object) -> Mapping[str, Any]:

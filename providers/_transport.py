@@ -4,6 +4,9 @@ A trace (format: fixtures/README.md) holds every request a conversation sent and
 got. `ReplayTransport` plugs into the SDK's `httpx2` client, serves the recorded responses in order
 (event streams in small, oddly sized chunks) and checks each request against the recording;
 `RecordingTransport` wraps a real transport and fills a trace, leaving credentials out.
+
+Each provider's SDK is an extra: it is imported when a client for that provider is made, and
+a missing one is a `MissingExtra` that says what to install.
 """
 
 from __future__ import annotations
@@ -29,13 +32,21 @@ import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-import anthropic
 import httpx2
 import msgspec
-import openai
 from turnstile.core import TurnstileError
+
+from ._optional import installed, required
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+    from anthropic import AnthropicError as _LetThrough
+
+    SyncSDK = anthropic.Anthropic | openai.OpenAI
+    AsyncSDK = anthropic.AsyncAnthropic | openai.AsyncOpenAI
 
 FORMAT: Literal["turnstile-trace/1"] = "turnstile-trace/1"
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
@@ -114,12 +125,18 @@ class TraceError(TurnstileError):
     """A file that is not a trace: bad JSON, a missing field, or an unknown format."""
 
 
-class ReplayMismatch(TurnstileError, anthropic.AnthropicError):
+if not TYPE_CHECKING:
+    _anthropic = installed("anthropic")
+    _LetThrough = _anthropic.AnthropicError if _anthropic is not None else Exception
+
+
+class ReplayMismatch(TurnstileError, _LetThrough):
     """A request the trace did not record: a different body, method or path, or one too many.
 
-    The message holds a unified diff of the recorded and sent JSON bodies. It is also an
-    `AnthropicError` only so that the Anthropic SDK lets it through as it is: it wraps any
-    other exception from a transport in `APIConnectionError`, which looks like a network fault.
+    The message holds a unified diff of the recorded and sent JSON bodies. With the Anthropic
+    SDK installed it is also an `AnthropicError`, only so that the SDK lets it through as it
+    is: it wraps any other exception from a transport in `APIConnectionError`, which looks like
+    a network fault.
     """
 
     def __init__(self, index: int, message: str) -> None:
@@ -389,10 +406,6 @@ class AsyncRecordingTransport(_Recording, httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-SyncSDK = anthropic.Anthropic | openai.OpenAI
-AsyncSDK = anthropic.AsyncAnthropic | openai.AsyncOpenAI
-
-
 @overload
 def replay_client(
     trace: Trace, *, sync: Literal[True] = True
@@ -424,8 +437,10 @@ def offline_sdk(provider: str, http: httpx2.Client | httpx2.AsyncClient) -> Any:
     """The SDK client for `provider` over `http` (sync or async): a dummy key, a fixed base URL,
     no retries and no tracing, so nothing in the environment changes what it sends."""
     is_async = isinstance(http, httpx2.AsyncClient)
+    name = "anthropic" if provider == "anthropic" else "openai"
+    sdk: Any = required(name, name, needed_by=f"a trace of {provider}")
     if provider == "anthropic":
-        cls: Any = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
+        cls = sdk.AsyncAnthropic if is_async else sdk.Anthropic
         return cls(
             api_key=_REPLAY_KEY,
             base_url=_REPLAY_HOST,
@@ -433,5 +448,5 @@ def offline_sdk(provider: str, http: httpx2.Client | httpx2.AsyncClient) -> Any:
             max_retries=0,
             open_telemetry=False,
         )
-    cls = openai.AsyncOpenAI if is_async else openai.OpenAI
+    cls = sdk.AsyncOpenAI if is_async else sdk.OpenAI
     return cls(api_key=_REPLAY_KEY, base_url=f"{_REPLAY_HOST}/v1", http_client=http, max_retries=0)

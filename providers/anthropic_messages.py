@@ -7,10 +7,9 @@ the non-streaming API would have sent and decodes that, so both paths give the s
 
 from __future__ import annotations
 
-__all__ = ["StreamAccumulator", "decode", "encode"]
+__all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,10 +30,11 @@ from turnstile.core import (
     UserMessage,
 )
 
-from ._cache import WireCache
+from ._cache import WireCache, folded
+from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
-from ._json import salvage
+from ._wire import RETRYABLE, expect, field, heal, optional, tool_call, tool_call_id
 
 _STOPS = {
     "end_turn": ModelStop.end_turn,
@@ -46,16 +46,16 @@ _STOPS = {
     "model_context_window_exceeded": ModelStop.max_tokens,
 }
 _TRUNCATING = frozenset({"max_tokens", "model_context_window_exceeded"})
-_RETRYABLE = frozenset({"api_error", "overloaded_error", "rate_limit_error", "timeout_error"})
 _EMPTY_ERROR = "(the tool failed without a message)"
 _ANY_OBJECT = {"type": "object"}
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-# -- requests ----------------------------------------------------------------------------------
+# -- encoding --------------------------------------------------------------------------------------
 
 
-def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, Any]:
+def encode(
+    request: ModelRequest, *, model: str, cache: WireCache | None = None, **options: Any
+) -> dict[str, Any]:
     """The JSON body of POST /v1/messages for `request`.
 
     `options` (temperature, stream=True, tool_choice, metadata, thinking, ...) are merged in last
@@ -69,14 +69,14 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     include `tool_use` or `tool_result` blocks must define tools"), and this way the history keeps
     its structure (ids, thinking signatures) while no tool can be called.
 
-    The body and its `messages` list are new on every call, but the entries of `messages` are
-    reused by later calls on the same `History` (only the new messages are encoded each turn):
-    treat them as read-only, and copy one before changing it.
+    With a `cache`, later calls on the same `History` encode only its new messages and reuse the
+    entries of `messages` (the body and the list itself are new on every call): treat them as
+    read-only, and copy one before changing it.
     """
     body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
     if request.system is not None:
         body["system"] = request.system
-    body["messages"] = _WIRE.wire(request.messages)
+    body["messages"] = folded(_fold, request.messages, cache)
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     else:
@@ -117,9 +117,6 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
                 _append(wire, "user", [_tool_result(r) for r in results])
             case _:
                 raise TypeError(f"not a message: {message!r}")
-
-
-_WIRE = WireCache(_fold)
 
 
 def _append(wire: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
@@ -163,7 +160,7 @@ def _tool_result(result: ToolResult) -> dict[str, Any]:
     return block
 
 
-# -- responses ---------------------------------------------------------------------------------
+# -- decoding --------------------------------------------------------------------------------------
 
 
 def decode(body: dict[str, Any]) -> ModelResponse:
@@ -185,12 +182,11 @@ def decode(body: dict[str, Any]) -> ModelResponse:
 
 
 def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
-    if not isinstance(body, dict):
-        raise DecodeError("", f"expected a JSON object, got {type(body).__name__}")
+    expect(body, dict, "")
     if body.get("type") == "error":
         raise _provider_error(body.get("error"))
-    blocks = _field(body, "content", list, "")
-    raw_stop = _field(body, "stop_reason", str, "")
+    blocks = field(body, "content", list, "")
+    raw_stop = field(body, "stop_reason", str, "")
     cut = raw_stop in _TRUNCATING
     last = len(blocks) - 1
     parts = []
@@ -199,83 +195,49 @@ def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
         if part is not None:
             parts.append(part)
     stop = _STOPS.get(raw_stop, ModelStop.other)
-    usage = _usage(_field(body, "usage", dict, ""))
+    usage = _usage(field(body, "usage", dict, ""))
     return ModelResponse(parts, stop, usage, None if raw_stop == stop.value else raw_stop)
 
 
-_KINDS = {list: "an array", dict: "an object", str: "a string", int: "an integer"}
-
-
-def _field(obj: dict[str, Any], key: str, kind: type, path: str) -> Any:
-    where = f"{path}.{key}" if path else key
-    if key not in obj:
-        raise DecodeError(where, "missing")
-    value = obj[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        shown = json.dumps(value, ensure_ascii=False, default=repr)[:40]
-        raise DecodeError(where, f"expected {_KINDS[kind]}, got {shown}")
-    return value
-
-
 def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None:
-    if not isinstance(block, dict):
-        raise DecodeError(path, f"expected an object, got {type(block).__name__}")
-    kind = _field(block, "type", str, path)
+    kind = field(expect(block, dict, path), "type", str, path)
     if kind == "text":
-        return Text(_field(block, "text", str, path))
+        return Text(field(block, "text", str, path))
     if kind == "thinking":
-        signature = block.get("signature")
-        text = _field(block, "thinking", str, path)
-        return Thinking(
-            text, signature=signature if isinstance(signature, str) and signature else None
-        )
+        signature = optional(block, "signature", str, path, "")
+        return Thinking(field(block, "thinking", str, path), signature=signature or None)
     if kind == "redacted_thinking":
-        return Thinking("", redacted=True, provider_data={"data": _field(block, "data", str, path)})
+        return Thinking("", redacted=True, provider_data={"data": field(block, "data", str, path)})
     if kind == "tool_use":
         return _tool_call(block, path, streamed, cut)
     return None
 
 
 def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool) -> ToolCall:
-    call_id = _field(block, "id", str, path)
-    if not call_id:
-        raise DecodeError(f"{path}.id", "empty: results must quote the call's id")
-    name = _field(block, "name", str, path)
+    call_id = tool_call_id(block, "id", path)
+    name = field(block, "name", str, path)
     if streamed is None:
         if "input" not in block:
             raise DecodeError(f"{path}.input", "missing")
         value = block["input"]
-    elif not streamed.strip():
-        value = {}
     else:
         try:
-            value = json.loads(streamed)
+            value = json.loads(streamed)  # as the body's `input` would have been read
         except ValueError:
-            arguments = salvage(streamed) if cut else {}
-            return ToolCall(call_id, name, arguments, raw_arguments=streamed, complete=not cut)
+            return tool_call(call_id, name, streamed, cut=cut)
     if isinstance(value, dict):
         return ToolCall(call_id, name, value, complete=not cut)
-    raw = json.dumps(value, ensure_ascii=False)
-    return ToolCall(call_id, name, {}, raw_arguments=raw, complete=not cut)
+    return tool_call(call_id, name, json.dumps(value, ensure_ascii=False), cut=cut)
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    fresh = _field(usage, "input_tokens", int, "usage")
-    output = _field(usage, "output_tokens", int, "usage")
-    read = _count(usage, "cache_read_input_tokens", "usage")
-    write = _count(usage, "cache_creation_input_tokens", "usage")
-    details = usage.get("output_tokens_details")
-    reasoning = (
-        _count(details, "thinking_tokens", "usage.output_tokens_details")
-        if isinstance(details, dict)
-        else 0
-    )
+    fresh = field(usage, "input_tokens", int, "usage")
+    output = field(usage, "output_tokens", int, "usage")
+    read = optional(usage, "cache_read_input_tokens", int, "usage", 0)
+    write = optional(usage, "cache_creation_input_tokens", int, "usage", 0)
+    details = optional(usage, "output_tokens_details", dict, "usage", {})
+    reasoning = optional(details, "thinking_tokens", int, "usage.output_tokens_details", 0)
     return Usage(fresh + read + write, output, read, write, reasoning)
-
-
-def _count(usage: dict[str, Any], key: str, path: str) -> int:
-    """An optional token count: absent or null is 0."""
-    return 0 if usage.get(key) is None else _field(usage, key, int, path)
 
 
 def _provider_error(error: Any) -> ProviderError:
@@ -283,7 +245,7 @@ def _provider_error(error: Any) -> ProviderError:
     (429, 500, 504, 529), except a spend limit, which no retry will lift."""
     if not isinstance(error, dict):
         raise DecodeError("error", "an error body without an error object")
-    kind = _field(error, "type", str, "error")
+    kind = field(error, "type", str, "error")
     message = error.get("message")
     details = error.get("details")
     code = details.get("error_code") if isinstance(details, dict) else None
@@ -291,11 +253,11 @@ def _provider_error(error: Any) -> ProviderError:
     return ProviderError(
         kind,
         message if isinstance(message, str) else "",
-        retryable=kind in _RETRYABLE and not spent,
+        retryable=kind in RETRYABLE and not spent,
     )
 
 
-# -- streams -----------------------------------------------------------------------------------
+# -- streaming -------------------------------------------------------------------------------------
 
 
 class StreamAccumulator:
@@ -340,14 +302,12 @@ class StreamAccumulator:
         `DecodeError` for an event that breaks the documented order or shape."""
         if self._error is not None:
             raise self._error
-        if not isinstance(event, dict):
-            raise DecodeError("", f"expected a JSON object, got {type(event).__name__}")
-        kind = _field(event, "type", str, "")
+        kind = field(expect(event, dict, ""), "type", str, "")
         if kind == "error":
             self._error = _provider_error(event.get("error"))
             raise self._error
         if kind == "message_start":
-            return self._start(_field(event, "message", dict, kind))
+            return self._start(field(event, "message", dict, kind))
         if kind not in ("content_block_start", "content_block_delta", "message_delta"):
             self._done = self._done or kind == "message_stop"
             return []
@@ -374,7 +334,7 @@ class StreamAccumulator:
             block[_BLOCK_TEXT[block["type"]]] = "".join(pieces)
         blocks = [_healed(b) for b in self._blocks]
         body = {**self._message, "content": blocks, "stop_reason": self._stop, "usage": self._usage}
-        streamed = {i: _heal("".join(f)) for i, f in self._fragments.items()}
+        streamed = {i: heal("".join(f)) for i, f in self._fragments.items()}
         return _decode(body, streamed)
 
     def _start(self, message: dict[str, Any]) -> list[Delta]:
@@ -384,20 +344,20 @@ class StreamAccumulator:
         self._stop = message.get("stop_reason")
         self._usage = dict(message["usage"]) if isinstance(message.get("usage"), dict) else {}
         deltas: list[Delta] = []
-        for block in _field(message, "content", list, "message"):
+        for block in field(message, "content", list, "message"):
             deltas += self._add(block)
         return deltas
 
     def _open(self, event: dict[str, Any]) -> list[Delta]:
-        index = _field(event, "index", int, "content_block_start")
+        index = field(event, "index", int, "content_block_start")
         if index != len(self._blocks):
             raise DecodeError("content_block_start.index", f"expected {len(self._blocks)}")
-        return self._add(_field(event, "content_block", dict, "content_block_start"))
+        return self._add(field(event, "content_block", dict, "content_block_start"))
 
     def _add(self, block: dict[str, Any]) -> list[Delta]:
         index = len(self._blocks)
         path = f"content[{index}]"
-        kind = _field(block, "type", str, path)
+        kind = field(block, "type", str, path)
         block = dict(block)
         self._blocks.append(block)
         known = kind in ("text", "thinking", "redacted_thinking", "tool_use")
@@ -406,10 +366,8 @@ class StreamAccumulator:
         if part is None:
             return []
         if kind == "tool_use":
-            call_id = _field(block, "id", str, path)
-            if not call_id:
-                raise DecodeError(f"{path}.id", "empty: results must quote the call's id")
-            return [ArgumentsDelta(part, call_id, _field(block, "name", str, path), "")]
+            call_id = tool_call_id(block, "id", path)
+            return [ArgumentsDelta(part, call_id, field(block, "name", str, path), "")]
         if kind == "text" and block.get("text"):
             return [TextDelta(part, block["text"])]
         if kind == "thinking" and block.get("thinking"):
@@ -417,22 +375,22 @@ class StreamAccumulator:
         return []
 
     def _delta(self, event: dict[str, Any]) -> list[Delta]:
-        index = _field(event, "index", int, "content_block_delta")
+        index = field(event, "index", int, "content_block_delta")
         if not 0 <= index < len(self._blocks):
             raise DecodeError("content_block_delta.index", f"no content block {index}")
-        delta = _field(event, "delta", dict, "content_block_delta")
-        kind = _field(delta, "type", str, "content_block_delta.delta")
+        delta = field(event, "delta", dict, "content_block_delta")
+        kind = field(delta, "type", str, "content_block_delta.delta")
         block, part = self._blocks[index], self._parts[index]
         want = _DELTA_BLOCK.get(kind)
         if part is None or want is None:
             return []  # a block we skip (server tools), or a delta we do not use (citations)
         if block["type"] != want:
             raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
-        value = _field(delta, _DELTA_FIELD[kind], str, "content_block_delta.delta")
+        key = _DELTA_FIELD[kind]
+        value = field(delta, key, str, "content_block_delta.delta")
         if kind == "text_delta" or kind == "thinking_delta":
             # pieces are joined once in result(): `+=` on a dict value would copy every time
-            field = _DELTA_FIELD[kind]
-            self._texts.setdefault(index, [block.get(field, "")]).append(value)
+            self._texts.setdefault(index, [block.get(key, "")]).append(value)
             if not value:
                 return []
             return [TextDelta(part, value) if kind == "text_delta" else ThinkingDelta(part, value)]
@@ -443,7 +401,7 @@ class StreamAccumulator:
         return [ArgumentsDelta(part, block["id"], block["name"], value)] if value else []
 
     def _message_delta(self, event: dict[str, Any]) -> None:
-        delta = _field(event, "delta", dict, "message_delta")
+        delta = field(event, "delta", dict, "message_delta")
         if "stop_reason" in delta:
             self._stop = delta["stop_reason"]
         usage = event.get("usage")
@@ -466,29 +424,19 @@ _DELTA_FIELD = {
 }
 
 
-def _heal(text: str) -> str:
-    """Join surrogate halves that arrived in different fragments back into one character."""
-    if _SURROGATES.search(text) is None:
-        return text
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
-
-
 def _healed(block: dict[str, Any]) -> dict[str, Any]:
     for key in ("text", "thinking"):
         if isinstance(block.get(key), str):
-            block = {**block, key: _heal(block[key])}
+            block = {**block, key: heal(block[key])}
     return block
 
 
-# -- client (logic in _client.py) ----------------------------------------------------------------
-
-from ._client import Wire, WireClient  # noqa: E402
-
-__all__ += ["Client"]
+# -- the client ------------------------------------------------------------------------------------
 
 
 class Client(WireClient):
     """This format over `anthropic.Anthropic()` (`complete`) or `AsyncAnthropic()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
+    `WireClient`."""
 
     wire = Wire("anthropic", "/v1/messages", "claude-sonnet-4-6", encode, decode, StreamAccumulator)

@@ -23,9 +23,8 @@ legacy `function_call` (which has none), is a `DecodeError`.
 
 from __future__ import annotations
 
-__all__ = ["StreamAccumulator", "decode", "encode"]
+__all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,10 +42,20 @@ from turnstile.core import (
     UserMessage,
 )
 
-from ._cache import WireCache
+from ._cache import WireCache, folded
+from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta
 from ._errors import DecodeError, ProviderError
-from ._json import salvage
+from ._wire import (
+    RETRYABLE,
+    Pieces,
+    expect,
+    field,
+    json_object,
+    optional,
+    tool_call,
+    tool_call_id,
+)
 
 _encoder = msgspec.json.Encoder()
 
@@ -58,29 +67,25 @@ _STOPS = {
     "content_filter": ModelStop.content_filter,
 }
 
-# `type` of a 5xx (`server_error`, also for "the engine is currently overloaded") and `code` of a
-# 429 for requests or tokens per minute; `insufficient_quota` (also a 429) will not pass by itself.
-_RETRYABLE = frozenset({"server_error", "rate_limit_exceeded"})
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# -- encoding --------------------------------------------------------------------------------------
 
 
-# -- encoding ------------------------------------------------------------------------------------
-
-
-def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, Any]:
+def encode(
+    request: ModelRequest, *, model: str, cache: WireCache | None = None, **options: Any
+) -> dict[str, Any]:
     """The JSON body for `POST /v1/chat/completions`.
 
     `options` are merged over the body (`temperature=0`, `response_format=...`); `stream=True`
     also asks for the final usage chunk (`stream_options.include_usage`), which explicit
     `stream_options` may override.
 
-    The body and its `messages` list are new on every call, but the entries of `messages` are
-    reused by later calls on the same `History` (only the new messages are encoded each turn):
-    treat them as read-only, and copy one before changing it.
+    With a `cache`, later calls on the same `History` encode only its new messages and reuse the
+    entries of `messages` (the body and the list itself are new on every call): treat them as
+    read-only, and copy one before changing it.
     """
     head = [{"role": "system", "content": request.system}] if request.system is not None else None
-    messages = _WIRE.wire(request.messages, head)
+    messages = folded(_fold, request.messages, cache, head)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [
@@ -114,9 +119,6 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
             )
 
 
-_WIRE = WireCache(_fold)
-
-
 def _assistant(message: AssistantMessage) -> dict[str, Any]:
     texts = [p.text for p in message.content if type(p) is Text]
     calls = [
@@ -142,7 +144,7 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     return out
 
 
-# -- decoding ------------------------------------------------------------------------------------
+# -- decoding --------------------------------------------------------------------------------------
 
 
 def decode(body: Mapping[str, Any]) -> ModelResponse:
@@ -151,31 +153,22 @@ def decode(body: Mapping[str, Any]) -> ModelResponse:
     Raises `ProviderError` for an error body and `DecodeError` naming the path of anything the
     reply cannot be read without (`choices[0].message`, `...tool_calls[1].id`).
     """
-    _raise_error(body)
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise DecodeError("choices", "missing or empty")
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        raise DecodeError("choices[0]", "not an object")
+    _raise_error(expect(body, dict, ""))
+    choices = field(body, "choices", list, "")
+    if not choices:
+        raise DecodeError("choices", "empty")
+    choice = expect(choices[0], dict, "choices[0]")
     where = "choices[0].message"
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise DecodeError(where, "missing")
+    message = field(choice, "message", dict, "choices[0]")
     _no_function_call(message, where)
-    tool_calls = message.get("tool_calls") or []
-    if not isinstance(tool_calls, list):
-        raise DecodeError(f"{where}.tool_calls", "not a list")
+    tool_calls = optional(message, "tool_calls", list, where, [])
     calls = [_wire_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(tool_calls)]
-    finish = choice.get("finish_reason")
-    if not isinstance(finish, str):
-        raise DecodeError("choices[0].finish_reason", "missing")
     return _response(
-        _string(message, "content", where),
-        _string(message, "refusal", where),
+        optional(message, "content", str, where, ""),
+        optional(message, "refusal", str, where, ""),
         calls,
-        finish,
-        _usage(body.get("usage")),
+        field(choice, "finish_reason", str, "choices[0]"),
+        _usage(body),
     )
 
 
@@ -190,7 +183,7 @@ def _raise_error(body: Mapping[str, Any]) -> None:
     raise ProviderError(
         names[0] if names else "error",
         message if isinstance(message, str) else "the provider reported an error",
-        retryable=not _RETRYABLE.isdisjoint(names),
+        retryable=not RETRYABLE.isdisjoint(names),
     )
 
 
@@ -199,75 +192,41 @@ def _no_function_call(message: Mapping[str, Any], where: str) -> None:
         raise DecodeError(f"{where}.function_call", "a legacy function_call carries no call id")
 
 
-def _string(obj: Mapping[str, Any], key: str, where: str) -> str:
-    value = obj.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise DecodeError(f"{where}.{key}", "not a string")
-    return value
-
-
 def _wire_call(call: Any, where: str) -> tuple[str, str, str]:
     """(id, name, arguments text) of one `tool_calls` entry."""
-    if not isinstance(call, dict):
-        raise DecodeError(where, "not an object")
-    _function_type(call, where)
-    call_id = call.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        raise DecodeError(f"{where}.id", "missing: a tool result must quote the call's id")
-    function = call.get("function")
-    if not isinstance(function, dict):
-        raise DecodeError(f"{where}.function", "missing")
+    _function_type(expect(call, dict, where), where)
+    call_id = tool_call_id(call, "id", where)
+    function = field(call, "function", dict, where)
     where = f"{where}.function"
-    return call_id, _name(function, where), _string(function, "arguments", where)
+    return call_id, _name(function, where), optional(function, "arguments", str, where, "")
 
 
 def _function_type(call: Mapping[str, Any], where: str) -> None:
-    kind = call.get("type") or "function"
+    kind = optional(call, "type", str, where, "") or "function"
     if kind != "function":
         raise DecodeError(f"{where}.type", f"unsupported tool call type {kind!r}")
 
 
 def _name(function: Mapping[str, Any], where: str) -> str:
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise DecodeError(f"{where}.name", "missing")
+    name = field(function, "name", str, where)
+    if not name:
+        raise DecodeError(f"{where}.name", "empty")
     return name
 
 
-def _usage(raw: Any) -> Usage:
-    if raw is None:
-        return Usage()
-    if not isinstance(raw, dict):
-        raise DecodeError("usage", "not an object")
-    prompt = _details(raw, "prompt_tokens_details")
-    completion = _details(raw, "completion_tokens_details")
+def _usage(body: Mapping[str, Any]) -> Usage:
+    """The usage in `body`, none when it has none (a stream's chunks but the last)."""
+    usage = optional(body, "usage", dict, "", {})
+    prompt = optional(usage, "prompt_tokens_details", dict, "usage", {})
+    completion = optional(usage, "completion_tokens_details", dict, "usage", {})
+    at_prompt, at_completion = "usage.prompt_tokens_details", "usage.completion_tokens_details"
     return Usage(
-        input_tokens=_count(raw, "prompt_tokens", "usage"),
-        output_tokens=_count(raw, "completion_tokens", "usage"),
-        cache_read_tokens=_count(prompt, "cached_tokens", "usage.prompt_tokens_details"),
-        cache_write_tokens=_count(prompt, "cache_write_tokens", "usage.prompt_tokens_details"),
-        reasoning_tokens=_count(completion, "reasoning_tokens", "usage.completion_tokens_details"),
+        input_tokens=optional(usage, "prompt_tokens", int, "usage", 0),
+        output_tokens=optional(usage, "completion_tokens", int, "usage", 0),
+        cache_read_tokens=optional(prompt, "cached_tokens", int, at_prompt, 0),
+        cache_write_tokens=optional(prompt, "cache_write_tokens", int, at_prompt, 0),
+        reasoning_tokens=optional(completion, "reasoning_tokens", int, at_completion, 0),
     )
-
-
-def _details(usage: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = usage.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise DecodeError(f"usage.{key}", "not an object")
-    return value
-
-
-def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
-    value = obj.get(key)
-    if value is None:
-        return 0
-    if type(value) is not int:
-        raise DecodeError(f"{where}.{key}", "not an integer")
-    return value
 
 
 def _response(
@@ -275,8 +234,11 @@ def _response(
 ) -> ModelResponse:
     """The neutral reply; shared by `decode` and `StreamAccumulator` so both agree exactly."""
     parts: list[Part] = [Text(t) for t in (text, refusal) if t]
-    cut = len(calls) - 1 if finish == "length" else -1
-    parts += [_tool_call(*call, cut=n == cut) for n, call in enumerate(calls)]
+    last = len(calls) - 1 if finish == "length" else -1  # a closed object was not cut, though
+    parts += [
+        tool_call(call_id, name, text, cut=n == last and json_object(text) is None)
+        for n, (call_id, name, text) in enumerate(calls)
+    ]
     raw_stop = None
     if refusal:
         stop = ModelStop.refusal
@@ -289,55 +251,7 @@ def _response(
     return ModelResponse(parts, stop, usage, raw_stop)
 
 
-def _tool_call(call_id: str, name: str, text: str, *, cut: bool) -> ToolCall:
-    """A call from its arguments text. Blank text means no arguments, unless max tokens cut it."""
-    if not text.strip():
-        if cut:
-            return ToolCall(call_id, name, {}, raw_arguments=text, complete=False)
-        return ToolCall(call_id, name, {})
-    try:
-        value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        value = None
-    if isinstance(value, dict):
-        return ToolCall(call_id, name, value)
-    if cut:
-        return ToolCall(call_id, name, salvage(text), raw_arguments=text, complete=False)
-    return ToolCall(call_id, name, {}, raw_arguments=text)
-
-
-# -- streaming -----------------------------------------------------------------------------------
-
-
-class _Buffer:
-    """Text arriving in fragments. A high surrogate ending a fragment waits for its low half, so
-    a character split between the UTF-16 code units of its escape (`\\ud83d` + `\\ude00`) is
-    joined again instead of staying two lone code points."""
-
-    __slots__ = ("_held", "_pieces")
-
-    def __init__(self) -> None:
-        self._pieces: list[str] = []
-        self._held = ""
-
-    def __bool__(self) -> bool:
-        return bool(self._pieces or self._held)
-
-    def add(self, fragment: str) -> str:
-        """Take a fragment; return the part of it that can be shown now."""
-        fragment, self._held = self._held + fragment, ""
-        if fragment and "\ud800" <= fragment[-1] <= "\udbff":
-            fragment, self._held = fragment[:-1], fragment[-1]
-        if _SURROGATE.search(fragment):
-            fragment = fragment.encode("utf-16-le", "surrogatepass").decode(
-                "utf-16-le", "surrogatepass"
-            )
-        if fragment:
-            self._pieces.append(fragment)
-        return fragment
-
-    def text(self) -> str:
-        return "".join(self._pieces) + self._held
+# -- streaming -------------------------------------------------------------------------------------
 
 
 class _Call:
@@ -346,7 +260,7 @@ class _Call:
     def __init__(self, call_id: str, name: str) -> None:
         self.id = call_id
         self.name = name
-        self.arguments = _Buffer()
+        self.arguments = Pieces()
 
 
 class StreamAccumulator:
@@ -361,25 +275,21 @@ class StreamAccumulator:
     __slots__ = ("_calls", "_finish", "_refusal", "_text", "_usage")
 
     def __init__(self) -> None:
-        self._text = _Buffer()
-        self._refusal = _Buffer()
+        self._text = Pieces()
+        self._refusal = Pieces()
         self._calls: dict[int, _Call] = {}
         self._finish: str | None = None
         self._usage = Usage()
 
     def feed(self, chunk: Mapping[str, Any]) -> list[Delta]:
         """Take one chunk; returns the text and argument deltas it carried, in order."""
-        _raise_error(chunk)
-        choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            raise DecodeError("choices", "missing")
+        _raise_error(expect(chunk, dict, ""))
+        choices = field(chunk, "choices", list, "")
         if chunk.get("usage") is not None:
-            self._usage = _usage(chunk["usage"])
+            self._usage = _usage(chunk)
         deltas: list[Delta] = []
         for n, choice in enumerate(choices):
-            if not isinstance(choice, dict):
-                raise DecodeError(f"choices[{n}]", "not an object")
-            if choice.get("index", 0) == 0:
+            if expect(choice, dict, f"choices[{n}]").get("index", 0) == 0:
                 deltas += self._choice(choice, f"choices[{n}]")
         return deltas
 
@@ -394,61 +304,42 @@ class StreamAccumulator:
 
     def _choice(self, choice: Mapping[str, Any], at: str) -> list[Delta]:
         deltas: list[Delta] = []
-        delta = choice.get("delta") or {}  # Azure's content-filter chunks come without one
+        delta = optional(choice, "delta", dict, at, {})  # Azure's content-filter chunks have none
         where = f"{at}.delta"
-        if not isinstance(delta, dict):
-            raise DecodeError(where, "not an object")
         _no_function_call(delta, where)
-        if text := self._text.add(_string(delta, "content", where)):
+        if text := self._text.add(optional(delta, "content", str, where, "")):
             deltas.append(TextDelta(0, text))
-        if text := self._refusal.add(_string(delta, "refusal", where)):
+        if text := self._refusal.add(optional(delta, "refusal", str, where, "")):
             deltas.append(TextDelta(int(bool(self._text)), text))
-        fragments = delta.get("tool_calls") or []
-        if not isinstance(fragments, list):
-            raise DecodeError(f"{where}.tool_calls", "not a list")
+        fragments = optional(delta, "tool_calls", list, where, [])
         for k, fragment in enumerate(fragments):
             deltas += self._fragment(fragment, f"{where}.tool_calls[{k}]")
-        finish = choice.get("finish_reason")
-        if finish is not None:
-            if not isinstance(finish, str):
-                raise DecodeError(f"{at}.finish_reason", "not a string")
-            self._finish = finish
+        self._finish = optional(choice, "finish_reason", str, at, self._finish)
         return deltas
 
     def _fragment(self, fragment: Any, where: str) -> list[Delta]:
-        if not isinstance(fragment, dict):
-            raise DecodeError(where, "not an object")
-        index = fragment.get("index")
-        if type(index) is not int:
-            raise DecodeError(f"{where}.index", "missing")
+        index = field(expect(fragment, dict, where), "index", int, where)
         _function_type(fragment, where)
-        function = fragment.get("function") or {}
-        if not isinstance(function, dict):
-            raise DecodeError(f"{where}.function", "not an object")
-        call_id = fragment.get("id")
+        function = optional(fragment, "function", dict, where, {})
         call = self._calls.get(index)
         if call is None:
-            if not isinstance(call_id, str) or not call_id:
-                raise DecodeError(f"{where}.id", "missing in the first fragment of a tool call")
+            call_id = tool_call_id(fragment, "id", where)
             call = self._calls[index] = _Call(call_id, _name(function, f"{where}.function"))
-        elif call_id and call_id != call.id:
+        elif (call_id := optional(fragment, "id", str, where, "")) and call_id != call.id:
             raise DecodeError(f"{where}.id", f"index {index} already holds call {call.id!r}")
-        text = call.arguments.add(_string(function, "arguments", f"{where}.function"))
+        text = call.arguments.add(optional(function, "arguments", str, f"{where}.function", ""))
         if not text:
             return []
         part = int(bool(self._text)) + int(bool(self._refusal)) + sorted(self._calls).index(index)
         return [ArgumentsDelta(part, call.id, call.name, text)]
 
 
-# -- client (logic in _client.py) ----------------------------------------------------------------
-
-from ._client import Wire, WireClient  # noqa: E402
-
-__all__ += ["Client"]
+# -- the client ------------------------------------------------------------------------------------
 
 
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
+    `WireClient`."""
 
     wire = Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)

@@ -4,36 +4,66 @@ Requests are stateless (`store: false`): every call carries the whole history, a
 items travel back verbatim (with their `encrypted_content`) beside the function calls they led to.
 Function-call items have two ids: `call_id`, which results quote and which becomes
 `ToolCall.id`, and the item's own `fc_…` id, which rides along in `provider_data`.
-Decoding (bodies and stream events) lives in `_openai_responses_decode`.
+
+A stream's terminal event (`response.completed` / `response.incomplete`) carries the whole
+Response, so the accumulator's result is `decode()` of that body: exact items, usage and status.
+The deltas along the way are for showing progress; at the end they are checked against the
+result, so a UI never showed text that the recorded reply does not contain.
 """
 
 from __future__ import annotations
 
-__all__ = ["StreamAccumulator", "decode", "encode"]
+__all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from turnstile.core import (
     AssistantMessage,
     Message,
     ModelRequest,
+    ModelResponse,
+    ModelStop,
     Part,
     Text,
     Thinking,
     ToolCall,
     ToolResults,
     ToolSpec,
+    Usage,
     UserMessage,
 )
 
-from ._cache import WireCache
-from ._openai_responses_decode import StreamAccumulator, decode, parse_arguments
+from ._cache import WireCache, folded
+from ._client import Wire, WireClient
+from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
+from ._errors import DecodeError, ProviderError
+from ._wire import (
+    RETRYABLE,
+    Pieces,
+    expect,
+    field,
+    heal,
+    json_object,
+    optional,
+    tool_call,
+    tool_call_id,
+)
+
+SUMMARY_JOIN = "\n\n"
+_TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
+# Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
+_CALL_FIELDS = ("type", "call_id", "name", "status")
 
 
-def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, Any]:
+# -- encoding --------------------------------------------------------------------------------------
+
+
+def encode(
+    request: ModelRequest, *, model: str, cache: WireCache | None = None, **options: Any
+) -> dict[str, Any]:
     """The JSON body for `POST /v1/responses`.
 
     Defaults: `store: false` and `include: ["reasoning.encrypted_content"]`, so reasoning can be
@@ -42,14 +72,14 @@ def encode(request: ModelRequest, *, model: str, **options: Any) -> dict[str, An
     body (`stream=True`, `reasoning={"effort": "low"}`, ...); an option set to None removes that
     key, e.g. `include=None` for a model that rejects encrypted reasoning (gpt-4o, gpt-4.1).
 
-    The body and its `input` list are new on every call, but the items of `input` are reused by
-    later calls on the same `History` (only the new messages are encoded each turn): treat them
-    as read-only, and copy one before changing it.
+    With a `cache`, later calls on the same `History` encode only its new messages and reuse the
+    items of `input` (the body and the list itself are new on every call): treat them as
+    read-only, and copy one before changing it.
     """
     body: dict[str, Any] = {"model": model}
     if request.system is not None:
         body["instructions"] = request.system
-    body["input"] = _WIRE.wire(request.messages)
+    body["input"] = folded(_fold, request.messages, cache)
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     body["max_output_tokens"] = request.max_tokens
@@ -84,9 +114,6 @@ def _fold(items: list[dict[str, Any]], messages: Iterable[Message]) -> None:
                     {"type": "function_call_output", "call_id": r.call_id, "output": r.content}
                     for r in results
                 )
-
-
-_WIRE = WireCache(_fold)
 
 
 def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
@@ -127,20 +154,323 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
     """The arguments as the model wrote them while still true to `call`, else re-serialized."""
     if call.raw_arguments is not None:
         return call.raw_arguments
-    if isinstance(kept, str) and parse_arguments(kept) == call.arguments:
+    if isinstance(kept, str) and (json_object(kept) if kept.strip() else {}) == call.arguments:
         return kept
     return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-# -- client (logic in _client.py) ----------------------------------------------------------------
+# -- decoding --------------------------------------------------------------------------------------
 
-from ._client import Wire, WireClient  # noqa: E402
 
-__all__ += ["Client"]
+def decode(body: dict[str, Any]) -> ModelResponse:
+    """A Response object as a `ModelResponse`.
+
+    A function call whose item is not `completed` (without a status: the last item of an
+    `incomplete` response) was cut off: `complete=False`, its text in `raw_arguments` and the
+    members certainly whole as `arguments` (a whole JSON object is simply the arguments).
+
+    Raises `ProviderError` for a `failed` response and `DecodeError` (with the offending path) for
+    a body missing what it must have, such as a function call without its `call_id`.
+    """
+    status = field(expect(body, dict, ""), "status", str, "")
+    if status == "failed":
+        raise _failure(body.get("error"))
+    output = field(body, "output", list, "")
+    cut = status == "incomplete"
+    content: list[Part] = []
+    refused = False
+    for i, item in enumerate(output):
+        where = f"output[{i}]"
+        kind = expect(item, dict, where).get("type")
+        if kind == "reasoning":
+            content.append(_thinking(item, where))
+        elif kind == "message":
+            texts, refusal = _message(item, where)
+            content.extend(texts)
+            refused = refused or refusal
+        elif kind == "function_call":
+            content.append(_tool_call(item, where, last=cut and i == len(output) - 1))
+    stop, raw_stop = _stop(body, status, refused, any(type(p) is ToolCall for p in content))
+    return ModelResponse(content, stop, _usage(body), raw_stop)
+
+
+def _thinking(item: dict[str, Any], where: str) -> Thinking:
+    field(item, "id", str, where)
+    texts = []
+    for j, entry in enumerate(field(item, "summary", list, where)):
+        at = f"{where}.summary[{j}]"
+        texts.append(field(expect(entry, dict, at), "text", str, at))
+    return Thinking(SUMMARY_JOIN.join(texts), provider_data=copy.deepcopy(item))
+
+
+def _message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
+    """The text parts of a message item, and whether one of them is a refusal."""
+    parts = field(item, "content", list, where)
+    texts: list[Part] = []
+    refused = False
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        key = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
+        if key is not None:
+            texts.append(Text(field(part, key, str, f"{where}.content[{j}]")))
+            refused = refused or kind == "refusal"
+    return texts, refused
+
+
+def _tool_call(item: dict[str, Any], where: str, *, last: bool) -> ToolCall:
+    call_id = tool_call_id(item, "call_id", where)
+    name = field(item, "name", str, where)
+    text = field(item, "arguments", str, where)
+    status = item.get("status")
+    cut = status != "completed" and (status is not None or last)
+    kept = {k: copy.deepcopy(v) for k, v in item.items() if k not in _CALL_FIELDS}
+    return tool_call(call_id, name, text, cut=cut, provider_data=kept)
+
+
+def _stop(
+    body: dict[str, Any], status: str, refused: bool, called: bool
+) -> tuple[ModelStop, str | None]:
+    if status == "completed":
+        if refused:
+            return ModelStop.refusal, None
+        return (ModelStop.tool_use if called else ModelStop.end_turn), None
+    if status == "incomplete":
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if reason == "max_output_tokens":
+            return ModelStop.max_tokens, None
+        if reason == "content_filter":
+            return ModelStop.content_filter, None
+        return ModelStop.other, reason if isinstance(reason, str) else status
+    return ModelStop.other, status
+
+
+def _usage(body: dict[str, Any]) -> Usage:
+    usage = optional(body, "usage", dict, "", None)
+    if usage is None:
+        return Usage()
+    inputs = optional(usage, "input_tokens_details", dict, "usage", {})
+    outputs = optional(usage, "output_tokens_details", dict, "usage", {})
+    at_inputs, at_outputs = "usage.input_tokens_details", "usage.output_tokens_details"
+    return Usage(
+        input_tokens=field(usage, "input_tokens", int, "usage"),
+        output_tokens=field(usage, "output_tokens", int, "usage"),
+        cache_read_tokens=optional(inputs, "cached_tokens", int, at_inputs, 0),
+        cache_write_tokens=optional(inputs, "cache_write_tokens", int, at_inputs, 0),
+        reasoning_tokens=optional(outputs, "reasoning_tokens", int, at_outputs, 0),
+    )
+
+
+def _failure(error: Any) -> ProviderError:
+    """The `ProviderError` for the error object of a failed response or an `error` event.
+
+    Unexplained failures and server-side codes (overloaded, rate limit, server error) are
+    retryable; the rest (invalid prompt, policy, bad image, ...) are not.
+    """
+    if not isinstance(error, dict):
+        return ProviderError("failed", "the response failed without saying why", retryable=True)
+    code, kind = error.get("code"), error.get("type")
+    retryable = (code is None and kind is None) or code in RETRYABLE or kind in RETRYABLE
+    message = error.get("message") or "no message"
+    return ProviderError(str(code or kind or "error"), str(message), retryable=retryable)
+
+
+# -- streaming -------------------------------------------------------------------------------------
+
+
+def _visible(part: Part) -> str:
+    """What the deltas of `part` add up to: its text, or a call's arguments as written."""
+    if type(part) is ToolCall:
+        return part.provider_data["arguments"]
+    return part.text  # type: ignore[union-attr]
+
+
+class StreamAccumulator:
+    """Builds one `ModelResponse` from the parsed `data` payloads of a Responses event stream.
+
+    `feed()` takes each event and returns the deltas a UI can show at once; `result()` is
+    `decode()` of the terminal event's response. Part indices in deltas are positions in that
+    result's `content`; a character split across two deltas is held back until it is whole.
+    """
+
+    def __init__(self) -> None:
+        self._kinds: list[type] = []  # part index -> the Part type its deltas build
+        self._shown: list[Pieces] = []  # part index -> the text its deltas showed
+        self._parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> index
+        self._calls: dict[str, tuple[int, str, str]] = {}  # fc item id -> index, call_id, name
+        self._call_at: dict[int, tuple[int, str, str]] = {}  # output_index -> the same
+        self._summaries: dict[int, int] = {}  # output_index -> summary parts announced
+        self._opened: set[int] = set()
+        self._done_items: dict[int, dict[str, Any]] = {}
+        self._result: ModelResponse | None = None
+        self._error: ProviderError | None = None
+
+    def feed(self, event: dict[str, Any]) -> list[Delta]:
+        """Take one event; returns the deltas it yields (often none).
+
+        Raises `ProviderError` for an `error` event or `response.failed`, `DecodeError` for an
+        event that lacks what it must carry. Unknown event types are ignored.
+        """
+        if self._result is not None or self._error is not None:
+            return []
+        match expect(event, dict, "").get("type"):
+            case "response.output_item.added":
+                at, item = _index(event, "output_index"), field(event, "item", dict, "")
+                self._opened.add(at)
+                return self._open(at, item)
+            case "response.output_item.done":
+                at, item = _index(event, "output_index"), field(event, "item", dict, "")
+                deltas = [] if at in self._opened else self._open(at, item)
+                self._opened.add(at)
+                self._done_items[at] = copy.deepcopy(item)
+                return deltas
+            case "response.content_part.added":
+                at, ci = _index(event, "output_index"), _index(event, "content_index")
+                return self._text_part(at, ci, event.get("part"))
+            case "response.output_text.delta" | "response.refusal.delta":
+                at, ci = _index(event, "output_index"), _index(event, "content_index")
+                index = self._parts.get((at, ci))
+                if index is None:
+                    index = self._new((at, ci), Text)
+                return self._emit(index, field(event, "delta", str, ""), TextDelta)
+            case "response.function_call_arguments.delta":
+                return self._arguments(event)
+            case "response.reasoning_summary_part.added":
+                at, si = _index(event, "output_index"), _index(event, "summary_index")
+                return self._summary(at, si, "")
+            case "response.reasoning_summary_text.delta":
+                at, si = _index(event, "output_index"), _index(event, "summary_index")
+                return self._summary(at, si, field(event, "delta", str, ""))
+            case "response.completed" | "response.incomplete":
+                self._result = self._finish(field(event, "response", dict, ""))
+                return []
+            case "response.failed":
+                response = event.get("response")
+                error = response.get("error") if isinstance(response, dict) else None
+                self._error = _failure(error)
+                raise self._error
+            case "error":
+                # Documented: code and message on the event; seen in the wild: an `error` object.
+                error = event.get("error")
+                if not isinstance(error, dict):
+                    error = {"code": event.get("code"), "message": event.get("message")}
+                self._error = _failure(error)
+                raise self._error
+        return []
+
+    def result(self) -> ModelResponse:
+        """The reply; raises the stream's `ProviderError`, or `incomplete_stream` when it ended
+        before a terminal event."""
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise ProviderError(
+                "incomplete_stream",
+                "the stream ended before response.completed or response.incomplete",
+                retryable=True,
+            )
+        return self._result
+
+    # -- building parts ------------------------------------------------------------------------
+
+    def _new(self, key: tuple[int, int], kind: type) -> int:
+        self._parts[key] = len(self._kinds)
+        self._kinds.append(kind)
+        self._shown.append(Pieces())
+        return self._parts[key]
+
+    def _emit(self, index: int, fragment: str, make: Callable[[int, str], Delta]) -> list[Delta]:
+        text = self._shown[index].add(fragment)
+        return [make(index, text)] if text else []
+
+    def _open(self, at: int, item: dict[str, Any]) -> list[Delta]:
+        """Give a new output item its part(s), with whatever text it already carries."""
+        kind = item.get("type")
+        if kind == "function_call":
+            call_id = tool_call_id(item, "call_id", "item")
+            call = (self._new((at, -1), ToolCall), call_id, field(item, "name", str, "item"))
+            self._call_at[at] = call
+            if isinstance(item.get("id"), str):
+                self._calls[item["id"]] = call
+            text = item.get("arguments")
+            return self._emit_arguments(call, text if isinstance(text, str) else "")
+        deltas: list[Delta] = []
+        if kind == "reasoning":
+            self._new((at, -1), Thinking)
+            summary = item.get("summary")
+            for si, entry in enumerate(summary if isinstance(summary, list) else []):
+                text = entry.get("text") if isinstance(entry, dict) else None
+                deltas += self._summary(at, si, text if isinstance(text, str) else "")
+        elif kind == "message":
+            content = item.get("content")
+            for ci, part in enumerate(content if isinstance(content, list) else []):
+                deltas += self._text_part(at, ci, part)
+        return deltas
+
+    def _text_part(self, at: int, ci: int, part: Any) -> list[Delta]:
+        kind = part.get("type") if isinstance(part, dict) else None
+        key = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
+        if key is None or (at, ci) in self._parts:
+            return []
+        index = self._new((at, ci), Text)
+        text = part.get(key)  # type: ignore[union-attr]
+        return self._emit(index, text, TextDelta) if isinstance(text, str) else []
+
+    def _arguments(self, event: dict[str, Any]) -> list[Delta]:
+        """Arguments deltas name their item by its `fc_…` id; results need the call's call_id."""
+        item_id = event.get("item_id")
+        call = self._calls.get(item_id) if isinstance(item_id, str) else None
+        if call is None:
+            call = self._call_at.get(_index(event, "output_index"))
+        if call is None:
+            raise DecodeError("item_id", "arguments for a function call that was never opened")
+        return self._emit_arguments(call, field(event, "delta", str, ""))
+
+    def _emit_arguments(self, call: tuple[int, str, str], fragment: str) -> list[Delta]:
+        index, call_id, name = call
+        return self._emit(index, fragment, lambda i, t: ArgumentsDelta(i, call_id, name, t))
+
+    def _summary(self, at: int, si: int, fragment: str) -> list[Delta]:
+        """Summary text; parts after the first start with the separator `decode` joins with."""
+        index = self._parts.get((at, -1))
+        if index is None or self._kinds[index] is not Thinking:
+            raise DecodeError("output_index", "summary text for a reasoning item never opened")
+        announced = self._summaries.get(at, 0)
+        if si >= announced:
+            fragment = SUMMARY_JOIN * (si + 1 - max(announced, 1)) + fragment
+            self._summaries[at] = si + 1
+        return self._emit(index, fragment, ThinkingDelta)
+
+    # -- the end -------------------------------------------------------------------------------
+
+    def _finish(self, response: dict[str, Any]) -> ModelResponse:
+        if not response.get("output") and self._opened:
+            if self._opened - self._done_items.keys():
+                raise DecodeError("output", "empty, and the stream left items unfinished")
+            response = {**response, "output": [self._done_items[i] for i in sorted(self._opened)]}
+        result = decode(response)
+        for index, kind in enumerate(self._kinds):
+            if index >= len(result.content) or type(result.content[index]) is not kind:
+                raise DecodeError("output", f"the stream built part {index}, which the reply lacks")
+            shown = heal(self._shown[index].text())
+            if not _visible(result.content[index]).startswith(shown):
+                raise DecodeError("output", f"part {index} differs from what the stream showed")
+        return result
+
+
+def _index(event: dict[str, Any], key: str) -> int:
+    value = field(event, key, int, "")
+    if value < 0:
+        raise DecodeError(key, f"expected an index, got {value}")
+    return value
+
+
+# -- the client ------------------------------------------------------------------------------------
 
 
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, **options)`; see `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
+    `WireClient`."""
 
     wire = Wire("openai", "/responses", "gpt-5.1", encode, decode, StreamAccumulator)

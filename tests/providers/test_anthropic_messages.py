@@ -935,12 +935,11 @@ def test_stream_cut_by_max_tokens_salvages_complete_members() -> None:
             if e != {"type": "content_block_stop", "index": 1}
         ]
         call = accumulate(events).content[1]
-        raw = text if text else None
         assert call == ToolCall(
             "toolu_01A09q90qw90lq917835lq9",
             "get_weather",
             salvaged,
-            raw_arguments=raw,
+            raw_arguments=text,
             complete=False,
         ), text
 
@@ -1226,6 +1225,7 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 
 from turnstile.core import History  # noqa: E402
+from turnstile.providers import WireCache  # noqa: E402
 
 CACHE_PARTS = st.one_of(
     st.builds(Text, st.sampled_from(["", " ", "看看", "好的"])),
@@ -1252,9 +1252,9 @@ def whole_body(messages: list[CoreMessage]) -> dict[str, Any]:
     return encode(ModelRequest("s", list(messages), (), 100), model="m")
 
 
-def view_body(ledger: list[CoreMessage], n: int) -> dict[str, Any]:
-    """The body of the first `n` messages of `ledger` as the loop sends them (a `History`)."""
-    return encode(ModelRequest("s", History(ledger, n), (), 100), model="m")
+def view_body(ledger: list[CoreMessage], n: int, cache: WireCache) -> dict[str, Any]:
+    """The body of the first `n` messages of `ledger` as a client sends them (a `History`)."""
+    return encode(ModelRequest("s", History(ledger, n), (), 100), model="m", cache=cache)
 
 
 @settings(max_examples=150, deadline=None)
@@ -1263,12 +1263,14 @@ def test_views_of_a_history_encode_as_the_whole_list_in_any_order(
     ledger: list[CoreMessage], data: st.DataObject
 ) -> None:
     views = data.draw(st.lists(st.integers(0, len(ledger)), min_size=1, max_size=6))
+    cache = WireCache()
     for n in views:
-        assert view_body(ledger, n) == whole_body(ledger[:n])
+        assert view_body(ledger, n, cache) == whole_body(ledger[:n])
 
 
 def test_a_growing_history_merges_across_calls_without_changing_earlier_bodies() -> None:
     ledger: list[CoreMessage] = [UserMessage("北京和上海哪个更暖和?")]
+    cache = WireCache()
     bodies = []
     for message in [
         AssistantMessage([Text("查一下。"), BJ_CALL]),
@@ -1278,7 +1280,8 @@ def test_a_growing_history_merges_across_calls_without_changing_earlier_bodies()
         UserMessage("还在吗?"),
     ]:
         ledger.append(message)
-        bodies.append((len(ledger), copy.deepcopy(body := view_body(ledger, len(ledger))), body))
+        body = view_body(ledger, len(ledger), cache)
+        bodies.append((len(ledger), copy.deepcopy(body), body))
     for n, snapshot, body in bodies:
         assert body == snapshot == whole_body(ledger[:n])
     assert bodies[-1][1]["messages"][-1]["content"] == [
@@ -1290,34 +1293,37 @@ def test_a_growing_history_merges_across_calls_without_changing_earlier_bodies()
 
 def test_a_ledger_whose_last_encoded_message_was_replaced_is_encoded_anew() -> None:
     ledger: list[CoreMessage] = [UserMessage("one"), AssistantMessage([Text("a")])]
-    view_body(ledger, 2)
+    cache = WireCache()
+    view_body(ledger, 2, cache)
     ledger[1] = AssistantMessage([Text("b")])
     ledger.append(UserMessage("two"))
-    assert view_body(ledger, 3) == whole_body(ledger)
+    assert view_body(ledger, 3, cache) == whole_body(ledger)
 
 
 def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() -> None:
     ledger: list[CoreMessage] = [UserMessage("q"), AssistantMessage([Text("a")])]
-    body = view_body(ledger, 2)
+    cache = WireCache()
+    body = view_body(ledger, 2, cache)
     body["messages"].append({"role": "user", "content": "injected"})
     body["messages"].pop(0)
     body["model"] = "other"
     ledger.append(UserMessage("next"))
-    assert view_body(ledger, 3) == whole_body(ledger)
+    assert view_body(ledger, 3, cache) == whole_body(ledger)
 
 
 def test_bodies_of_one_history_share_its_message_entries_until_it_is_forgotten() -> None:
     """The documented rule: entries are reused (read-only), and only for recent histories."""
     ledger: list[CoreMessage] = [UserMessage("q"), AssistantMessage([Text("a"), BJ_CALL])]
-    before = view_body(ledger, 2)["messages"]
+    cache = WireCache(size=4)
+    before = view_body(ledger, 2, cache)["messages"]
     ledger.append(ToolResults([ToolResult(BJ_CALL.id, "26")]))
-    after = view_body(ledger, 3)["messages"]
+    after = view_body(ledger, 3, cache)["messages"]
     assert after[1] is before[1]
-    for i in range(100):
-        view_body([UserMessage(f"other {i}")], 1)
+    for i in range(4):
+        view_body([UserMessage(f"other {i}")], 1, cache)
     ledger.append(UserMessage("go on"))
-    assert view_body(ledger, 4)["messages"][1] is not before[1]
-    assert view_body(ledger, 4) == whole_body(ledger)
+    assert view_body(ledger, 4, cache)["messages"][1] is not before[1]
+    assert view_body(ledger, 4, cache) == whole_body(ledger)
 
 
 def test_threads_encoding_views_of_one_history_each_get_its_body() -> None:
@@ -1329,11 +1335,12 @@ def test_threads_encoding_views_of_one_history_each_get_its_body() -> None:
             ToolResults([ToolResult(call.id, "ok")]),
         ]
     expected = {n: whole_body(ledger[:n]) for n in range(len(ledger) + 1)}
+    cache = WireCache()
     wrong: list[object] = []
 
     def work(order: list[int]) -> None:
         try:
-            wrong.extend(n for n in order if view_body(ledger, n) != expected[n])
+            wrong.extend(n for n in order if view_body(ledger, n, cache) != expected[n])
         except Exception as exc:
             wrong.append(exc)
 

@@ -1,4 +1,4 @@
-"""The codecs' shared encoding cache, through each codec: a cached body is the uncached one."""
+"""The encoding cache, through each codec: a cached body is the uncached one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from turnstile.core import AssistantMessage, History, Message, ModelRequest, Text, UserMessage
-from turnstile.providers import anthropic_messages, openai_chat, openai_responses
+from turnstile.providers import WireCache, anthropic_messages, openai_chat, openai_responses
 
 CODECS = [anthropic_messages, openai_chat, openai_responses]
 
@@ -17,9 +17,16 @@ def whole_body(codec: ModuleType, messages: list[Message]) -> dict[str, Any]:
     return codec.encode(ModelRequest("s", list(messages), (), 100), model="m")  # type: ignore[no-any-return]
 
 
-def view_body(codec: ModuleType, ledger: list[Message], n: int) -> dict[str, Any]:
-    """The body of the first `n` messages of `ledger` as the loop sends them (a `History`)."""
-    return codec.encode(ModelRequest("s", History(ledger, n), (), 100), model="m")  # type: ignore[no-any-return]
+def view_body(
+    codec: ModuleType, ledger: list[Message], n: int, cache: WireCache | None
+) -> dict[str, Any]:
+    """The body of the first `n` messages of `ledger` as a client sends them (a `History`)."""
+    request = ModelRequest("s", History(ledger, n), (), 100)
+    return codec.encode(request, model="m", cache=cache)  # type: ignore[no-any-return]
+
+
+def entries(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return body["input"] if "input" in body else body["messages"]  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.__name__.rsplit(".", 1)[1])
@@ -27,9 +34,10 @@ def test_a_new_history_never_gets_an_encoding_of_one_that_died(codec: ModuleType
     """New lists soon take the addresses of dead ones; ending with the same reply must not
     make one history look like the continuation of another."""
     reply = AssistantMessage([Text("同一个回答")])
+    cache = WireCache()
     for i in range(200):
         ledger: list[Message] = [UserMessage(f"question {i}"), reply]
-        assert view_body(codec, ledger, 2) == whole_body(codec, ledger)
+        assert view_body(codec, ledger, 2, cache) == whole_body(codec, ledger)
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.__name__.rsplit(".", 1)[1])
@@ -37,6 +45,27 @@ def test_histories_sharing_their_last_message_keep_their_own_beginnings(codec: M
     shared = AssistantMessage([Text("同一个回答")])
     first: list[Message] = [UserMessage("one"), shared]
     second: list[Message] = [UserMessage("two"), shared]
-    assert view_body(codec, first, 2) == whole_body(codec, first)
-    assert view_body(codec, second, 2) == whole_body(codec, second)
-    assert view_body(codec, first, 2) == whole_body(codec, first)
+    cache = WireCache()
+    assert view_body(codec, first, 2, cache) == whole_body(codec, first)
+    assert view_body(codec, second, 2, cache) == whole_body(codec, second)
+    assert view_body(codec, first, 2, cache) == whole_body(codec, first)
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.__name__.rsplit(".", 1)[1])
+def test_only_a_cache_keeps_entries_between_calls(codec: ModuleType) -> None:
+    ledger: list[Message] = [UserMessage("q"), AssistantMessage([Text("a")])]
+    cache = WireCache()
+    before = entries(view_body(codec, ledger, 2, cache))
+    ledger.append(UserMessage("next"))
+    assert entries(view_body(codec, ledger, 3, cache))[-2] is before[-1]
+    uncached = entries(view_body(codec, ledger, 2, None))
+    assert entries(view_body(codec, ledger, 3, None))[-2] is not uncached[-1]
+    assert entries(view_body(codec, ledger, 3, WireCache()))[-2] is not before[-1]
+
+
+def test_one_cache_serves_every_codec_each_with_its_own_wire_form() -> None:
+    ledger: list[Message] = [UserMessage("q"), AssistantMessage([Text("a")])]
+    cache = WireCache()
+    for n in (1, 2):
+        for codec in CODECS:
+            assert view_body(codec, ledger, n, cache) == whole_body(codec, ledger[:n])

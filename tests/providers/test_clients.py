@@ -34,6 +34,7 @@ from turnstile.providers import (
     Delta,
     ProviderError,
     TextDelta,
+    WireCache,
     anthropic_messages,
     openai_chat,
     openai_responses,
@@ -380,6 +381,14 @@ def test_a_client_takes_only_its_own_providers_sdk() -> None:
         openai_chat.Client(object())
     responses = openai_responses.Client(openai_sdk)
     assert repr(responses) == "<openai_responses.Client 'gpt-5.1' over a sync OpenAI>"
+
+
+def test_each_client_owns_its_encoding_cache_unless_given_one() -> None:
+    sdk = client_for(load_trace(FIXTURES / "openai-chat/weather.json")).sdk
+    one, two = openai_chat.Client(sdk), openai_responses.Client(sdk)
+    assert type(one.cache) is WireCache and one.cache is not two.cache
+    shared = WireCache()
+    assert openai_chat.Client(sdk, cache=shared).cache is shared
 
 
 def test_on_delta_needs_a_stream() -> None:

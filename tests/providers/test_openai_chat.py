@@ -948,6 +948,7 @@ def test_fixture_replays_through_the_loop_with_the_recorded_requests(name: str) 
 # -- encoding a growing history: each call reuses what the last one encoded ---------------------
 
 from turnstile.core import History, Message  # noqa: E402
+from turnstile.providers import WireCache  # noqa: E402
 
 CACHE_PARTS = st.one_of(
     st.builds(Text, st.sampled_from(["", "看看"])),
@@ -975,9 +976,12 @@ def whole_body(messages: list[Message], system: str | None = "s") -> dict[str, A
     return openai_chat.encode(ModelRequest(system, list(messages), (), 100), model="m")
 
 
-def view_body(ledger: list[Message], n: int, system: str | None = "s") -> dict[str, Any]:
-    """The body of the first `n` messages of `ledger` as the loop sends them (a `History`)."""
-    return openai_chat.encode(ModelRequest(system, History(ledger, n), (), 100), model="m")
+def view_body(
+    ledger: list[Message], n: int, cache: WireCache, system: str | None = "s"
+) -> dict[str, Any]:
+    """The body of the first `n` messages of `ledger` as a client sends them (a `History`)."""
+    request = ModelRequest(system, History(ledger, n), (), 100)
+    return openai_chat.encode(request, model="m", cache=cache)
 
 
 @settings(max_examples=150, deadline=None)
@@ -990,16 +994,18 @@ def test_views_of_a_history_encode_as_the_whole_list_in_any_order(
             st.tuples(st.integers(0, len(ledger)), st.sampled_from([None, "s", "t"])), min_size=1
         )
     )
+    cache = WireCache()
     for n, system in views:
-        assert view_body(ledger, n, system) == whole_body(ledger[:n], system)
+        assert view_body(ledger, n, cache, system) == whole_body(ledger[:n], system)
 
 
 def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() -> None:
     call = ToolCall("call_1", "get_weather", {"city": "北京"})
     ledger: list[Message] = [UserMessage("q"), AssistantMessage([call])]
-    body = view_body(ledger, 2)
+    cache = WireCache()
+    body = view_body(ledger, 2, cache)
     body["messages"].append({"role": "user", "content": "injected"})
     del body["messages"][:2]
     ledger.append(ToolResults([ToolResult(call.id, "26")]))
-    assert view_body(ledger, 3) == whole_body(ledger)
-    assert view_body(ledger, 2) == whole_body(ledger[:2])
+    assert view_body(ledger, 3, cache) == whole_body(ledger)
+    assert view_body(ledger, 2, cache) == whole_body(ledger[:2])

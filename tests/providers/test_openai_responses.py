@@ -1186,6 +1186,7 @@ def test_a_stream_split_anywhere_adds_up_to_its_final_response(
 # -- encoding a growing history: each call reuses what the last one encoded ---------------------
 
 from turnstile.core import History, Message  # noqa: E402
+from turnstile.providers import WireCache  # noqa: E402
 
 REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}
 CACHE_PARTS = st.one_of(
@@ -1216,9 +1217,9 @@ def whole_body(messages: list[Message]) -> dict[str, Any]:
     return encode(ModelRequest("s", list(messages), (), 100), model="m")
 
 
-def view_body(ledger: list[Message], n: int) -> dict[str, Any]:
-    """The body of the first `n` messages of `ledger` as the loop sends them (a `History`)."""
-    return encode(ModelRequest("s", History(ledger, n), (), 100), model="m")
+def view_body(ledger: list[Message], n: int, cache: WireCache) -> dict[str, Any]:
+    """The body of the first `n` messages of `ledger` as a client sends them (a `History`)."""
+    return encode(ModelRequest("s", History(ledger, n), (), 100), model="m", cache=cache)
 
 
 @settings(max_examples=150, deadline=None)
@@ -1227,8 +1228,9 @@ def test_views_of_a_history_encode_as_the_whole_list_in_any_order(
     ledger: list[Message], data: st.DataObject
 ) -> None:
     views = data.draw(st.lists(st.integers(0, len(ledger)), min_size=1, max_size=6))
+    cache = WireCache()
     for n in views:
-        assert view_body(ledger, n) == whole_body(ledger[:n])
+        assert view_body(ledger, n, cache) == whole_body(ledger[:n])
 
 
 def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() -> None:
@@ -1237,12 +1239,13 @@ def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() 
         UserMessage("q"),
         AssistantMessage([Thinking("想", provider_data=REASONING), call]),
     ]
-    body = view_body(ledger, 2)
+    cache = WireCache()
+    body = view_body(ledger, 2, cache)
     body["input"].append({"type": "message", "role": "user", "content": "injected"})
     body["input"].pop(0)
     body["include"].clear()
     ledger.append(ToolResults([ToolResult(call.id, "26")]))
-    assert view_body(ledger, 3) == whole_body(ledger)
+    assert view_body(ledger, 3, cache) == whole_body(ledger)
 
 
 def test_reasoning_items_in_bodies_are_copies_of_the_message_s_own() -> None:
@@ -1250,7 +1253,7 @@ def test_reasoning_items_in_bodies_are_copies_of_the_message_s_own() -> None:
         "想", provider_data={**REASONING, "summary": [{"type": "summary_text", "text": "想"}]}
     )
     ledger: list[Message] = [UserMessage("q"), AssistantMessage([thinking])]
-    item = view_body(ledger, 2)["input"][1]
+    item = view_body(ledger, 2, WireCache())["input"][1]
     assert item == thinking.provider_data
     assert item is not thinking.provider_data
     assert item["summary"] is not thinking.provider_data["summary"]
