@@ -19,7 +19,11 @@ def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> 
     """The error to raise for `error`: a `MissingExtra` naming `extra` when the missing module is
     one that extra installs (`extra`'s own name, e.g. "trio", or a package it pulls in), else
     `error` itself, so a broken install of something else is not misreported."""
-    installs = {"anthropic": ("anthropic", "httpx2"), "openai": ("openai", "httpx2")}
+    installs = {
+        "anthropic": ("anthropic", "httpx2"),
+        "openai": ("openai", "httpx2"),
+        "all": ("anthropic", "openai", "httpx2", "trio"),
+    }
     missing = (error.name or "").partition(".")[0]
     if missing not in installs.get(extra, (extra,)):
         return error

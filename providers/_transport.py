@@ -34,11 +34,15 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-import httpx2
 import msgspec
 from turnstile.core import TurnstileError
 
-from ._optional import installed, required
+from ._optional import installed, missing_extra, required
+
+try:
+    import httpx2
+except ModuleNotFoundError as err:  # the transports below are httpx2's
+    raise missing_extra(err, "all", needed_by="recording and replaying traces") from None
 
 if TYPE_CHECKING:
     import anthropic

@@ -138,3 +138,21 @@ def test_replaying_a_trace_needs_only_its_providers_sdk() -> None:
         "a trace of openai-chat needs the openai package: pip install 'turnstile[openai]'",
         "a trace of openai-responses needs the openai package: pip install 'turnstile[openai]'",
     ]
+
+
+def test_traces_without_httpx2_say_which_extra_to_install() -> None:
+    out = run(
+        f"""
+        from turnstile.executors import cli
+        cli.main(["replay", "{FIXTURES}/anthropic/weather.json"])
+        try:
+            import turnstile.providers.replay
+        except ImportError as err:
+            print(type(err).__name__, err)
+        """,
+        blocked=frozenset({"anthropic", "openai", "httpx2", "trio"}),
+    )
+    assert out.splitlines() == [
+        "MissingExtra recording and replaying traces needs the httpx2 package: "
+        "pip install 'turnstile[all]'"
+    ]
