@@ -24,6 +24,18 @@ def test_the_hand_driven_loop_example_runs() -> None:
     assert namespace["data"].startswith(b'{"schema":1')
 
 
+def test_the_executors_example_runs_where_the_hand_driven_one_ends() -> None:
+    first, executors = (
+        re.search(r"```python\n(.*?)```", part, re.S).group(1)
+        for part in (README, README.split("## Executors", 1)[1])
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(first, "README.md", "exec"), namespace)
+    exec(compile(executors, "README.md", "exec"), namespace)
+    assert namespace["run"].stop_reason == namespace["resumed"].stop_reason == "completed"
+    assert namespace["run"].trajectory() == ["get_weather", "get_weather"]
+
+
 def test_the_readme_diagram_is_the_code_s() -> None:
     from turnstile.core import mermaid
 
