@@ -1,7 +1,9 @@
 """The loop's whole state as plain data, and its dump format.
 
 A dump is JSON: `{"schema": N, "state": {...}}`. New fields always get defaults, so a dump from
-an older schema loads; a newer schema or damaged bytes raise `CorruptState` saying why.
+an older schema loads; a newer schema or damaged bytes raise `CorruptState` saying why. Schema 2
+moved the reason a finalizing run stops for from `state.finalizing` to `state.stop_reason`: an
+older turnstile must refuse such a dump, not read it as finalizing for nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ._machine import PHASES
 from ._messages import Message, ToolCall, ToolResult, Usage
 from ._observations import Event
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class CallStatus(enum.StrEnum):
@@ -82,8 +84,8 @@ class _Finalizing(msgspec.Struct):
     finalizing: StopReason | None = None
 
 
-class _Before02(msgspec.Struct):
-    """Dumps before 0.2 kept the reason a run was finalizing for in `state.finalizing`."""
+class _Schema1(msgspec.Struct):
+    """Schema 1 kept the reason a run was finalizing for in `state.finalizing`."""
 
     state: _Finalizing
 
@@ -97,7 +99,7 @@ def _enc_hook(obj: object) -> object:
 ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 _header = msgspec.json.Decoder(_Header)
 _decoder = msgspec.json.Decoder(_Dump)
-_before_02 = msgspec.json.Decoder(_Before02)
+_schema_1 = msgspec.json.Decoder(_Schema1)
 
 
 def dump_state(state: LoopState) -> bytes:
@@ -117,8 +119,8 @@ def load_state(data: bytes | str) -> LoopState:
         )
     try:
         state = _decoder.decode(data).state
-        if state.phase == "finalizing" and state.stop_reason is StopReason.unknown:
-            state.stop_reason = _before_02.decode(data).state.finalizing or StopReason.unknown
+        if schema < 2 and state.phase == "finalizing":
+            state.stop_reason = _schema_1.decode(data).state.finalizing or StopReason.unknown
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptState(f"damaged state dump: {e}") from None
     if state.phase not in PHASES:

@@ -21,7 +21,7 @@ def test_the_hand_driven_loop_example_runs() -> None:
     namespace: dict[str, object] = {}
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["done"].reason == "completed"
-    assert namespace["data"].startswith(b'{"schema":1')
+    assert namespace["data"].startswith(b'{"schema":2')
 
 
 def test_the_executors_example_runs_where_the_hand_driven_one_ends() -> None:

@@ -34,7 +34,7 @@ def finished_driver() -> Driver:
 def test_dump_load_round_trip_and_replay() -> None:
     d = finished_driver()
     data = d.loop.dump()
-    assert json.loads(data)["schema"] == 1
+    assert json.loads(data)["schema"] == 2
     assert Loop.load(SPEC, data).state == d.state
     replayed = Loop.replay(SPEC, d.state.events)
     assert replayed.state == d.state and replayed.dump() == data
@@ -51,7 +51,7 @@ def test_an_older_dump_without_newer_fields_still_loads() -> None:
         (b"", "not a turnstile state dump"),
         (b"\x00\xff garbage", "not a turnstile state dump"),
         (b'{"state": {}}', "not a turnstile state dump"),
-        (b'{"schema": 2, "state": {}}', "newer than this turnstile's 1"),
+        (b'{"schema": 3, "state": {}}', "newer than this turnstile's 2"),
         (b'{"schema": 1, "state": {"turns": "many"}}', "damaged state dump"),
         (b'{"schema": 1, "state": {"phase": "dancing"}}', "unknown phase"),
         (
@@ -87,14 +87,17 @@ def test_load_at_any_step_then_the_same_observations_give_the_same_run() -> None
         assert commands == whole.last
 
 
-def test_a_dump_finalizing_in_the_older_form_loads_and_finishes_for_its_reason() -> None:
-    """Before 0.2 the reason a run finalized for sat in `state.finalizing`, not `stop_reason`."""
+def test_a_schema_1_dump_finalizing_loads_and_finishes_for_its_reason() -> None:
+    """Schema 1 kept the reason a run finalized for in `state.finalizing`, not `stop_reason`;
+    a dump of schema 2 says so, so a turnstile that knows only schema 1 refuses it."""
     d = Driver(spec("t", guards=Guards(max_turns=1)))
     d.start("q")
     d.reply(call("a", "t"))
     [final] = d.result("a", "1")
     assert final.request.purpose is Purpose.finalize
     old = json.loads(d.loop.dump())
+    assert old["schema"] == 2 and "finalizing" not in old["state"]
+    old["schema"] = 1
     old["state"] |= {"stop_reason": "unknown", "finalizing": "max_turns"}
     loop = Loop.load(d.loop.spec, json.dumps(old))
     assert loop.state == d.state
