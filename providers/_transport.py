@@ -5,8 +5,9 @@ got. `ReplayTransport` plugs into the SDK's `httpx2` client, serves the recorded
 (event streams in small, oddly sized chunks) and checks each request against the recording;
 `RecordingTransport` wraps a real transport and fills a trace, leaving credentials out.
 
-Each provider's SDK is an extra: it is imported when a client for that provider is made, and
-a missing one is a `MissingExtra` that says what to install.
+Each provider's SDK is an extra: a missing one is a `MissingExtra` that says what to install when
+a client for that provider is made. (The Anthropic SDK, when installed, is imported with this
+module: `ReplayMismatch` is one of its errors, so that the SDK lets it through unwrapped.)
 """
 
 from __future__ import annotations

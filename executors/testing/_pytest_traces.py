@@ -1,7 +1,7 @@
 """One test's wire trace for the pytest plugin: find it, replay it or record it, and turn every
 way that can go wrong into a test failure that says what to do.
 
-Imported only once a test asks for a trace fixture: it loads both SDKs, which takes seconds.
+Imported only once a test asks for a trace fixture: it loads the trace's SDK, which takes seconds.
 A request the trace did not record fails the test right where it is sent: the transport raises
 `TraceMismatchFailure`, a pytest outcome and so a `BaseException`, which neither the SDKs nor the
 executors (they turn a failed model call into an ordinary `model_error` finish) catch.
@@ -16,13 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import anthropic
 import httpx2
 import msgspec
-import openai
 import pytest
 from turnstile.core import ModelRequest, ToolResults, UserMessage
 from turnstile.providers._client import WireClient
+from turnstile.providers._optional import required
 from turnstile.providers._transport import ReplayTransport, offline_sdk
 from turnstile.providers.replay import (
     CLIENTS,
@@ -305,7 +304,7 @@ class Cassette:
                 f"{' or '.join(names)} in the environment",
                 pytrace=False,
             )
-        module: Any = anthropic if self._sdk == "anthropic" else openai
+        module: Any = required(self._sdk, self._sdk, needed_by=f"recording {self._shown}")
         if sync:
             http = module.DefaultHttpxClient(transport=RecordingTransport(network, self.trace))
             self._closers.append(http.close)

@@ -467,3 +467,43 @@ def test_a_trace_named_without_its_provider_says_how_to_name_it(
         ["*cannot tell the provider of fixtures/weather.json: name it `<name>.<provider>.json`*"]
     )
     assert _network_log(pytester) == []
+
+
+NO_ANTHROPIC = """
+import sys
+
+
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "anthropic":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, NotInstalled())
+"""
+
+
+def test_an_openai_trace_replays_with_only_the_openai_sdk_installed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(NO_ANTHROPIC)
+    pytester.makepyfile(
+        test_openai="""
+        import sys
+
+        import pytest
+        from turnstile.executors import sync
+        from turnstile.providers.replay import RecordedTools, spec_for
+
+
+        @pytest.mark.turnstile_trace("trace.json")
+        def test_replay(turnstile_client, turnstile_trace):
+            tools = RecordedTools(turnstile_trace)
+            prompt = turnstile_trace.loop["prompt"]
+            run = sync.run(spec_for(turnstile_trace), prompt, model=turnstile_client, tools=tools)
+            assert run.stop_reason.value == "completed"
+            assert "anthropic" not in sys.modules
+        """
+    )
+    shutil.copy(ROOT / "fixtures" / "openai-chat" / "weather.json", pytester.path / "trace.json")
+    pytester.runpytest_subprocess(*PLUGIN, *QUIET).assert_outcomes(passed=1)
