@@ -88,7 +88,15 @@ class WireCache:
         return None
 
     def _keep(self, entry: _Entry) -> None:
+        """Keep `entry` as the one entry of its fold and ledger, the most recently used; where
+        threads folded the same history at once, the longest of their entries stays."""
         with self._lock:
+            for i, other in enumerate(self._entries):
+                if other.fold is entry.fold and other.view.extends(entry.view):
+                    return  # as long or longer: the cache already has it
+                if other.fold is entry.fold and entry.view.extends(other.view):
+                    del self._entries[i]
+                    break
             self._entries.append(entry)
             if len(self._entries) > self._size:
                 del self._entries[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from types import ModuleType
 from typing import Any
 
@@ -69,3 +71,29 @@ def test_one_cache_serves_every_codec_each_with_its_own_wire_form() -> None:
     for n in (1, 2):
         for codec in CODECS:
             assert view_body(codec, ledger, n, cache) == whole_body(codec, ledger[:n])
+
+
+def test_threads_encoding_one_history_at_once_leave_it_one_entry() -> None:
+    """Each thread but the first folds the history whole; keeping all their copies would push
+    other conversations out of the cache."""
+    written: list[Message] = []
+
+    def fold(wire: list[dict[str, Any]], messages: Any) -> None:
+        for message in messages:
+            time.sleep(0.01)  # long enough for the threads to overlap
+            written.append(message)
+            wire.append({"message": id(message)})
+
+    cache = WireCache(size=2)
+    first: list[Message] = [UserMessage("a")]
+    cache.wire(fold, History(first))
+    other: list[Message] = [UserMessage("b"), AssistantMessage([Text("c")]), UserMessage("d")]
+    threads = [threading.Thread(target=cache.wire, args=(fold, History(other))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    written.clear()
+    first.append(AssistantMessage([Text("e")]))
+    cache.wire(fold, History(first))
+    assert written == [first[1]], "the first conversation was pushed out of the cache"
