@@ -73,7 +73,7 @@ def history_problems(
     exactly one result, in the `ToolResults` right after its reply; every result answers a call
     of that reply; a reply's call ids are unique. Two replies in a row are a paused reply and its
     continuation (providers send them as one turn), so only the second may call tools.
-    `allow_pending` lets the last reply's calls still wait for results (a batch in flight).
+    `allow_pending` lets the last reply's calls still wait for results (a round in flight).
     """
     problems: list[HistoryProblem] = []
     add = problems.append

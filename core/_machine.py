@@ -5,9 +5,10 @@ happen there (an event: the conversation handed to `Loop.start`, or an observati
 `Loop.send`), what the loop may decide on it, and which phase each decision leads to. The loop
 changes phase only by looking its move up here: an event the current phase does not list is
 refused with a `ProtocolError` before anything changes, and a decision the table does not list
-for that event is a bug in the loop (a `KeyError`). `ACCEPTS`, `NEXT` (the same table as a flat
-dict the loop reads, taken from the machine) and the `transitions` machine, which also draws the
-diagram, are all built from `TABLE` at import; a test walks the loop and the machine side by side.
+for that event is a bug in the loop (a `KeyError`). The `transitions` machine is built from
+`TABLE` at import (so a table naming a phase that does not exist fails then), and so are
+`ACCEPTS` and `NEXT`, the machine's moves as a flat dict; the diagram is drawn from the same
+table, and a test walks the loop and the machine side by side.
 
 The decisions:
     ask       ask the model (again: after a round, a pause, a retryable failure)
@@ -115,8 +116,8 @@ NEXT: dict[tuple[str, type[Observation], str], str] = {
     for source, moves in event.transitions.items()
     for t in moves
 }
-"""The machine's moves as a plain dict, (phase, event, decision) -> next phase, for the hot path
-(firing a `transitions` trigger costs about 12 µs)."""
+"""The machine's moves, (phase, event, decision) -> next phase: the loop's moves, which the
+tests walk the loop against."""
 
 
 def _graph(engine: Literal["graphviz", "mermaid"]) -> object:

@@ -167,7 +167,7 @@ async def run(
 
     def abandon_stale() -> None:
         """Cancel tasks whose results the loop no longer waits for (it finished, or a guard
-        gave up on a running batch)."""
+        gave up on a running round)."""
         wanted = loop.outstanding_ids()
         for key in [k for k in tasks if k not in wanted]:
             tasks.pop(key).cancel()

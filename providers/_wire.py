@@ -210,8 +210,7 @@ def salvage(text: str) -> dict[str, Any]:
     if comma > 0:
         candidates.append(text[:comma] + "}")
     for candidate in candidates:
-        try:
-            return json.loads(candidate)  # type: ignore[no-any-return]
-        except ValueError:
-            continue
+        members = json_object(candidate)  # the rule whole arguments are read by, NaN refused
+        if members is not None:
+            return members
     return {}

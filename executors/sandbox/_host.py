@@ -25,7 +25,7 @@ from ._limits import SandboxLimits
 from ._verdict import exit_message, killed_message, stray_message, too_large_message
 from ._wire import Call, Done, Kill, Message, Prepare, Result, decode_first, receive, send
 
-# The packages' __init__s import every executor (trio among them), the whole core (the loop
+# The packages' __init__s import the sync executor, the whole core (the loop
 # and its `transitions` machine among it) and this host side; the launcher needs none of that,
 # only a few modules of each (its modules import the core's submodules, never the package). It
 # imports those under bare package objects, then drops these so that a tool importing

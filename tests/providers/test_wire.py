@@ -169,6 +169,9 @@ CALLS = {"anthropic": anthropic_call, "openai-chat": chat_call, "openai-response
         ('{"city": "上', {}),
         ('["上海"', {}),
         ("", {}),
+        # salvaged members follow the rule whole arguments do: NaN is not JSON
+        ('{"days": NaN, "city": "上', {}),
+        ('{"city": "上海", "days": NaN, "unit": "c', {}),
     ],
 )
 @pytest.mark.parametrize("name", CALLS)
