@@ -61,9 +61,13 @@ class Command(msgspec.Struct, frozen=True, gc=False, tag_field="type", forbid_un
     """Base of every command."""
 
 
-class CallModel(Command, frozen=True, tag="call_model"):
+class CallModel(Command, frozen=True, omit_defaults=True, tag="call_model"):
+    """Send `request` to the model. `not_before`, on a retry: not before this time (on the clock
+    that stamps observations), the backoff the loop decided."""
+
     id: str
     request: ModelRequest
+    not_before: float | None = None
 
 
 class RunTool(Command, frozen=True, tag="run_tool"):

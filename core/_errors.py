@@ -55,9 +55,23 @@ class CorruptState(TurnstileError):
 
 
 class ModelError(TurnstileError):
-    """A model call failed; model clients raise it and executors turn it into `ModelFailed`."""
+    """A model call failed; model clients raise it and executors turn it into `ModelFailed`.
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    `kind` names the failure as the provider did (`rate_limit_error`, `authentication_error`...),
+    so a caller can tell a 401 from a 429 without reading the message; `retry_after` is the wait
+    in seconds the provider asked for before a retry (`retry-after`), if it said one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        kind: str = "",
+        retry_after: float | None = None,
+    ) -> None:
         self.message = message
         self.retryable = retryable
+        self.kind = kind
+        self.retry_after = retry_after
         super().__init__(message)

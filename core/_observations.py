@@ -42,10 +42,15 @@ class ModelReplied(Observation, frozen=True, tag="model_replied"):
     response: ModelResponse
 
 
-class ModelFailed(Observation, frozen=True, tag="model_failed"):
+class ModelFailed(Observation, frozen=True, omit_defaults=True, tag="model_failed"):
+    """The model call `command_id` failed. `kind` and `retry_after` are `ModelError`'s: what the
+    provider called the failure, and how long it asked to wait before asking again."""
+
     command_id: str
     message: str
     retryable: bool = False
+    kind: str = ""
+    retry_after: float | None = None
 
 
 class ToolReturned(Observation, frozen=True, tag="tool_returned"):

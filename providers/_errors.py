@@ -23,9 +23,13 @@ class ProviderError(ModelError):
     """The provider reported a failure (an HTTP error, an `error` event, a failed response).
 
     `kind` is the provider's own error type (`overloaded_error`, `rate_limit_exceeded`, ...);
-    `retryable` says whether asking again may succeed. Executors turn it into `ModelFailed`.
+    `retryable` says whether asking again may succeed, `retry_after` how long the provider asked
+    to wait first. Executors turn it into `ModelFailed`.
     """
 
-    def __init__(self, kind: str, message: str, *, retryable: bool) -> None:
-        self.kind = kind
-        super().__init__(f"{kind}: {message}", retryable=retryable)
+    def __init__(
+        self, kind: str, message: str, *, retryable: bool, retry_after: float | None = None
+    ) -> None:
+        super().__init__(
+            f"{kind}: {message}", retryable=retryable, kind=kind, retry_after=retry_after
+        )
