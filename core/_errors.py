@@ -6,6 +6,7 @@ __all__ = [
     "CorruptState",
     "HistoryProblem",
     "InvalidHistory",
+    "InvalidObservation",
     "ModelError",
     "ProtocolError",
     "TurnstileError",
@@ -20,6 +21,16 @@ class TurnstileError(Exception):
 
 class ProtocolError(TurnstileError):
     """An observation the loop cannot accept now; the loop's state is left exactly as it was."""
+
+
+class InvalidObservation(ProtocolError):
+    """What the caller handed the loop is not what it must be: a field of the wrong type, a number
+    that is not finite, a time before the last one. `path` names the field (`response.content`);
+    the loop's state is left exactly as it was."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
 
 
 class HistoryProblem(NamedTuple):

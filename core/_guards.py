@@ -18,6 +18,7 @@ __all__ = [
     "part_tokens",
 ]
 
+import math
 from collections.abc import Iterable
 from zlib import crc32
 
@@ -48,7 +49,10 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     `max_turns` counts model round-trips (and the tools each caused), never history length.
     The context guard stops once the next request would leave less than `reserve_tokens` of
     `context_window` free, so the final answer still fits. `max_model_retries` counts the loop's
-    own retries after a first failed attempt, apart from any retries inside the SDK.
+    own retries after a first failed attempt, apart from any retries inside the SDK; the n-th
+    waits `retry_backoff_s * 2**n` (at most `retry_backoff_max_s`) less a random half, and never
+    less than the provider's `retry-after`. Time spent waiting only for a human's approval does
+    not count towards `deadline_s`.
     """
 
     max_turns: int | None = 50
@@ -61,6 +65,8 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     max_model_retries: int = 2
     finalize: bool = True
     finalize_prompt: str = DEFAULT_FINALIZE_PROMPT
+    retry_backoff_s: float = 1.0
+    retry_backoff_max_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.max_repeated_calls is not None and self.max_repeated_calls < 2:
@@ -71,6 +77,8 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"Guards.{name} must be 1 or more, or None")
         if self.max_model_retries < 0 or self.reserve_tokens < 0:
             raise ValueError("Guards.max_model_retries and reserve_tokens cannot be negative")
+        if not 0 <= self.retry_backoff_s <= self.retry_backoff_max_s < math.inf:
+            raise ValueError("Guards.retry_backoff_s and retry_backoff_max_s: 0 <= base <= max")
 
 
 STALL_PERIODS = 3
@@ -116,6 +124,7 @@ class Checks:
     each guard's check, written once."""
 
     __slots__ = (
+        "backoff",
         "budget",
         "deadline_s",
         "max_failed",
@@ -133,18 +142,44 @@ class Checks:
         )
         self.max_failed = guards.max_failed_rounds
         self.max_retries = guards.max_model_retries
+        self.backoff = (guards.retry_backoff_s, guards.retry_backoff_max_s)
         self.repeats = guards.max_repeated_calls
         self.stall = guards.max_stalled_rounds
 
-    def deadline(self, started_at: float | None) -> float | None:
-        """When the deadline falls, for a run started at `started_at`; None without one."""
-        if self.deadline_s is None or started_at is None:
+    def deadline(self, state: LoopState) -> float | None:
+        """When the deadline falls; None without one, or while only a human is awaited (that
+        time is not the run's, so the deadline moves on by as much)."""
+        if self.deadline_s is None or state.started_at is None or state.waiting_since is not None:
             return None
-        return started_at + self.deadline_s
+        return state.started_at + state.waited_s + self.deadline_s
 
-    def deadline_passed(self, started_at: float | None, now: float) -> bool:
-        limit = self.deadline_s
-        return limit is not None and started_at is not None and now - started_at >= limit
+    def deadline_passed(self, state: LoopState, now: float) -> bool:
+        """The run's own time at `now` (not counting waits for a human) reached the deadline."""
+        limit, started = self.deadline_s, state.started_at
+        if limit is None or started is None:
+            return False
+        waiting = state.waiting_since
+        paused = state.waited_s if waiting is None else state.waited_s + now - waiting
+        return now - started - paused >= limit
+
+    def awaiting_human(self, state: LoopState, now: float) -> None:
+        """From `now` only a human can move the run on: that time is not the run's."""
+        if state.waiting_since is None:
+            state.waiting_since = now
+
+    def human_answered(self, state: LoopState, now: float) -> None:
+        """A human answered at `now`: the time they took is set aside."""
+        if state.waiting_since is not None:
+            state.waited_s += now - state.waiting_since
+            state.waiting_since = None
+
+    def retry_wait(self, retries: int, retry_after: float | None, seed: str) -> float:
+        """How long to wait before retry number `retries` (0 for the first): exponential, less a
+        random half (the randomness drawn from `seed`, a failed call's id, so a replay waits the
+        same), and never less than the provider asked for."""
+        base, most = self.backoff
+        jitter = 0.5 + 0.5 * crc32(seed.encode()) / 2**32
+        return max(min(most, base * 2**retries) * jitter, retry_after or 0.0)
 
     def before_turn(self, state: LoopState) -> StopReason | None:
         """The first of the other guards that stops the run before its next model call (after

@@ -13,6 +13,7 @@ __all__ = ["Loop"]
 from collections.abc import Sequence
 from typing import Any
 
+from ._boundary import checked, started
 from ._commands import (
     AwaitApproval,
     CallModel,
@@ -23,9 +24,9 @@ from ._commands import (
     RunTool,
     StopReason,
 )
-from ._errors import HistoryProblem, InvalidHistory, ProtocolError
+from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
-from ._history import History, history_problems
+from ._history import History
 from ._machine import TABLE
 from ._messages import (
     AssistantMessage,
@@ -49,8 +50,9 @@ from ._observations import (
     Tick,
     ToolReturned,
 )
+from ._round import REUSED, close, refuse, renamed, resolve
 from ._spec import LoopSpec
-from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state
+from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state, new_run
 from ._tools import ToolSpec, call_problem
 
 _UNLISTED = ToolSpec(name="")
@@ -76,7 +78,7 @@ class Loop:
     matches nothing outstanding raises `ProtocolError` and leaves the state untouched.
     """
 
-    __slots__ = ("_checks", "_finishers", "_late", "_moves", "_tools", "spec", "state")
+    __slots__ = ("_checks", "_finishers", "_late", "_moves", "_now", "_tools", "spec", "state")
 
     def __init__(self, spec: LoopSpec, state: LoopState | None = None) -> None:
         self.spec = spec
@@ -87,6 +89,7 @@ class Loop:
         # the step under way: the table's moves for its event, and whether it came past the
         # deadline (time enters a step once, with its observation)
         self._moves: dict[str, str] = {}
+        self._now = 0.0
         self._late = False
 
     # -- persistence -------------------------------------------------------------------------
@@ -121,7 +124,7 @@ class Loop:
             return [Finish(st.stop_reason, st.output)]
         commands: list[Command] = []
         if st.pending_model is not None:
-            commands.append(CallModel(st.pending_model, self._request()))
+            commands.append(CallModel(st.pending_model, self._request(), st.retry_at))
         for p in st.round:
             if p.status is _RUNNING:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
@@ -144,7 +147,7 @@ class Loop:
         st = self.state
         if st.phase == "finalizing" or st.phase == "done":
             return None
-        return self._checks.deadline(st.started_at)
+        return self._checks.deadline(st)
 
     def resume_offset(self, now: float) -> float:
         """What to add to a clock reading `now` so a resumed run's time goes on from its last
@@ -155,27 +158,23 @@ class Loop:
     # -- driving -----------------------------------------------------------------------------
 
     def start(self, prompt: str | Sequence[Message], now: float) -> list[Command]:
-        """Begin with a prompt (or a whole conversation ending on the user's side)."""
+        """Begin with a prompt (or a whole conversation ending on the user's side). On a finished
+        loop, go on with the conversation: a new run over the same history, its guards counted
+        afresh."""
         st = self.state
         moves = TABLE[st.phase].get(Started)
         if moves is None:
-            raise ProtocolError(f"start() in phase {st.phase}: a loop starts once")
-        messages: list[Message] = [UserMessage(prompt)] if isinstance(prompt, str) else list(prompt)
-        problems = history_problems(messages)
-        if not messages:
-            problems.append(HistoryProblem(0, None, "no messages to start from"))
-        elif type(messages[-1]) is AssistantMessage:
-            problems.append(HistoryProblem(len(messages) - 1, None, "ends with the model's reply"))
-        if problems:
-            raise InvalidHistory(problems)
-        self._moves = moves
-        st.events.append(Started(messages=messages, now=now))
-        st.messages.extend(messages)
-        st.started_at = now
-        st.context_tokens = estimate_tokens(self.spec.system or "") + sum(
-            message_tokens(m) for m in messages
-        )
-        self._late = self._checks.deadline_passed(now, now)
+            raise ProtocolError(f"start() in phase {st.phase}: the run is under way")
+        event = started(prompt, now, self._last_time(), st.messages)
+        if st.phase == "done":
+            new_run(st)
+        else:
+            st.context_tokens = estimate_tokens(self.spec.system or "")
+        st.events.append(event)
+        st.messages.extend(event.messages)
+        st.started_at = event.now
+        st.context_tokens += sum(message_tokens(m) for m in event.messages)
+        self._step(moves, event.now)
         return self._next_turn()
 
     def send(self, obs: Observation) -> list[Command]:
@@ -183,8 +182,8 @@ class Loop:
         moves = TABLE[self.state.phase].get(type(obs))
         if moves is None:
             raise ProtocolError(f"cannot accept {obs!r} in phase {self.state.phase}")
-        self._moves = moves
-        self._late = self._checks.deadline_passed(self.state.started_at, obs.now)
+        obs = checked(obs, self._last_time())
+        self._step(moves, obs.now)
         match obs:  # most frequent first: a reply's calls each return
             case ToolReturned():
                 return self._on_returned(obs)
@@ -202,6 +201,17 @@ class Loop:
                 return self._on_cancelled(obs)
         raise ProtocolError(f"{type(obs).__name__} is recorded by start(), never sent")
 
+    def _step(self, moves: dict[str, str], now: float) -> None:
+        """The step under way: the table's moves for its event, its time, and whether the run's
+        own time has reached the deadline (time enters a step once, with its event)."""
+        self._moves = moves
+        self._now = now
+        self._late = self._checks.deadline_passed(self.state, now)
+
+    def _last_time(self) -> float | None:
+        events = self.state.events
+        return events[-1].now if events else None
+
     # -- each observation --------------------------------------------------------------------
 
     def _on_replied(self, obs: ModelReplied) -> list[Command]:
@@ -209,35 +219,36 @@ class Loop:
         if obs.command_id != st.pending_model:
             raise self._unmatched(obs)
         response = obs.response
+        content = response.content
         calls: list[ToolCall] = []
-        for part in response.content:  # a plain loop: a comprehension costs a frame on 3.11
+        for part in content:  # a plain loop: a comprehension costs a frame on 3.11
             if type(part) is ToolCall:
                 calls.append(part)
+        reused: dict[str, str] = {}
         if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
-            twice = next(c.id for i, c in enumerate(calls) if c.id in {d.id for d in calls[:i]})
-            raise ProtocolError(f"the reply has two tool calls with id {twice!r}")
+            content, calls, reused = renamed(content)
         st.events.append(obs)
         # the reply joins the ledger and its cost is counted, whatever is decided next
-        st.pending_model = None
+        st.pending_model = st.retry_at = None
         if st.retries:
             st.retries = 0
         usage = response.usage
         st.usage = st.usage + usage
-        st.messages.append(AssistantMessage(response.content))
+        st.messages.append(AssistantMessage(content))
         if usage.input_tokens:
             st.context_tokens = usage.input_tokens + usage.output_tokens
         else:
-            st.context_tokens += part_tokens(response.content)
+            st.context_tokens += part_tokens(content)
         if st.phase == "finalizing":
-            self._refuse(calls, "the run is finishing")
+            refuse(self.state, calls, "the run is finishing")
             return self._finish(st.stop_reason, text_of(response.content))
         st.turns += 1
         stop = response.stop
         if stop in _REFUSALS:
-            self._refuse(calls, f"the reply ended with {stop.value}")
+            refuse(self.state, calls, f"the reply ended with {stop.value}")
             return self._finish(StopReason.refusal, text_of(response.content))
         if calls:
-            return self._start_round(calls)
+            return self._start_round(calls, reused)
         if stop is ModelStop.pause:
             return self._next_turn()
         reason = StopReason.max_tokens if stop is ModelStop.max_tokens else StopReason.completed
@@ -258,25 +269,28 @@ class Loop:
         if obs.command_id != st.pending_model:
             raise self._unmatched(obs)
         st.events.append(obs)
-        st.pending_model = None
+        st.pending_model = st.retry_at = None
         finalizing = st.phase == "finalizing"
         if obs.retryable and st.retries < self._checks.max_retries:
-            if not finalizing and self._late:
-                return self._stop(StopReason.deadline)
+            at = obs.now + self._checks.retry_wait(st.retries, obs.retry_after, obs.command_id)
+            if not finalizing and (self._late or self._checks.deadline_passed(st, at)):
+                return self._stop(StopReason.deadline)  # it would pass before the retry
             st.retries += 1
-            return self._ask("ask")
+            return self._ask("ask", at)
         return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
 
     def _on_approved(self, obs: Approved) -> list[Command]:
         p = self._call(obs, _APPROVAL)
         self.state.events.append(obs)
+        self._checks.human_answered(self.state, self._now)
         p.status = _QUEUED
         return self._dispatch()
 
     def _on_denied(self, obs: Denied) -> list[Command]:
         p = self._call(obs, _APPROVAL)
         self.state.events.append(obs)
-        _resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
+        self._checks.human_answered(self.state, self._now)
+        resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
         return self._dispatch()
 
     def _on_tick(self, obs: Tick) -> list[Command]:
@@ -289,7 +303,8 @@ class Loop:
 
     def _on_cancelled(self, obs: Cancelled) -> list[Command]:
         self.state.events.append(obs)
-        self._abort_round(f"the run was cancelled ({obs.reason or 'no reason given'})")
+        self._checks.human_answered(self.state, self._now)
+        close(self.state, f"the run was cancelled ({obs.reason or 'no reason given'})")
         return self._finish(StopReason.cancelled, None)
 
     def _unmatched(self, obs: ModelReplied | ModelFailed) -> ProtocolError:
@@ -313,9 +328,10 @@ class Loop:
 
     # -- a reply and its round ---------------------------------------------------------------
 
-    def _start_round(self, calls: list[ToolCall]) -> list[Command]:
+    def _start_round(self, calls: list[ToolCall], reused: dict[str, str]) -> list[Command]:
         """Take the reply's calls as the new round: give the ones that cannot run an error result,
-        count repeats, ask for approvals, and start what may run."""
+        count repeats, ask for approvals, and start what may run. `reused`: calls renamed because
+        the reply gave an earlier call their id (new id -> the id they came with)."""
         st = self.state
         tools = self._tools
         repeated = None
@@ -325,8 +341,10 @@ class Loop:
             spec = tools.get(call.name)
             p = PendingCall(call, _QUEUED)
             round_.append(p)
-            if spec is None or not call.complete or call.raw_arguments is not None:
-                _resolve(p, call_problem(call, tools))
+            if call.id in reused:
+                resolve(p, REUSED.format(reused[call.id]))
+            elif spec is None or not call.complete or call.raw_arguments is not None:
+                resolve(p, call_problem(call, tools))
             elif spec.finish:
                 p.status, p.result = _DONE, ToolResult(call.id, "finished")
             else:
@@ -338,7 +356,7 @@ class Loop:
                     asks.append(AwaitApproval(call.id, call.name, call.arguments))
         st.round = round_
         if repeated is not None:
-            self._abort_round(repeated)
+            close(self.state, repeated)
             return self._finish(StopReason.repeated_call, None)
         if not asks:
             return self._dispatch()
@@ -380,6 +398,7 @@ class Loop:
             return commands
         if earlier:
             st.phase = self._moves["approve"]
+            self._checks.awaiting_human(st, self._now)
             return commands
         return self._complete_round()
 
@@ -408,26 +427,6 @@ class Loop:
         self._checks.record_round(st, digest, failed)
         return self._next_turn()
 
-    def _refuse(self, calls: list[ToolCall], why: str) -> None:
-        """Write calls that will never run, each with an error result, so pairing holds."""
-        if calls:
-            self.state.round = [PendingCall(c, _QUEUED) for c in calls]
-            self._abort_round(why)
-
-    def _abort_round(self, why: str) -> None:
-        """Give every call still without a result an error result saying `why`, and write the
-        round: results first, so the history stays valid whatever is decided next."""
-        st = self.state
-        if not st.round:
-            return
-        for p in st.round:
-            if p.status is _RUNNING:
-                _resolve(p, f"no result: {why} before this call returned")
-            elif p.status is not _DONE:
-                _resolve(p, f"not run: {why}")
-        st.messages.append(ToolResults([p.result for p in st.round]))  # type: ignore[misc]
-        st.round = []
-
     # -- deciding what comes next ------------------------------------------------------------
 
     def _next_turn(self) -> list[Command]:
@@ -444,20 +443,22 @@ class Loop:
     def _stop(self, reason: StopReason, why: str = "") -> list[Command]:
         """A guard tripped: write results for calls left open, then finalize or finish."""
         st = self.state
-        self._abort_round(why)
+        close(self.state, why)
         if reason in FINALIZABLE and self.spec.guards.finalize and st.turns > 0:
             st.stop_reason = reason
             st.messages.append(UserMessage(self.spec.guards.finalize_prompt))
             return self._ask("finalize")
         return self._finish(reason, None)
 
-    def _ask(self, decision: str) -> list[Command]:
-        """Move on `decision` ("ask", or "finalize"), then ask the model."""
+    def _ask(self, decision: str, not_before: float | None = None) -> list[Command]:
+        """Move on `decision` ("ask", or "finalize"), then ask the model (a retry: not before
+        `not_before`)."""
         st = self.state
         st.phase = self._moves[decision]
         st.model_calls += 1
         st.pending_model = command_id = f"model-{st.model_calls}"
-        return [CallModel(command_id, self._request())]
+        st.retry_at = not_before
+        return [CallModel(command_id, self._request(), not_before)]
 
     def _request(self) -> ModelRequest:
         st, spec = self.state, self.spec
@@ -470,10 +471,6 @@ class Loop:
         st = self.state
         st.stop_reason = reason
         st.output = output
-        st.pending_model = None
+        st.pending_model = st.retry_at = None
         st.phase = self._moves["finish"]
         return [Finish(reason, output)]
-
-
-def _resolve(p: PendingCall, error: str) -> None:
-    p.status, p.result = _DONE, ToolResult(p.call.id, error, True)

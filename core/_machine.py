@@ -63,10 +63,10 @@ TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
         Tick: {"wait": TOOLS, **_OUT},
         Cancelled: {"finish": DONE},
     },
-    APPROVAL: {
-        Approved: {"run": TOOLS, "approve": APPROVAL, **_OUT},
+    APPROVAL: {  # only a human can move it on: its time is not the run's, no deadline falls
+        Approved: {"run": TOOLS, "approve": APPROVAL},
         Denied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
-        Tick: {"wait": APPROVAL, **_OUT},
+        Tick: {"wait": APPROVAL},
         Cancelled: {"finish": DONE},
     },
     FINALIZING: {
@@ -75,7 +75,9 @@ TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
         Tick: {"wait": FINALIZING},
         Cancelled: {"finish": DONE},
     },
-    DONE: {},
+    DONE: {  # a new run on the same conversation
+        Started: {"ask": MODEL, "finish": DONE},
+    },
 }
 
 ACCEPTS: dict[str, frozenset[type[Observation]]] = {

@@ -8,10 +8,20 @@ older turnstile must refuse such a dump, not read it as finalizing for nothing.
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_VERSION", "CallStatus", "LoopState", "PendingCall", "dump_state", "load_state"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "CallStatus",
+    "LoopState",
+    "PendingCall",
+    "dump_state",
+    "load_state",
+    "new_run",
+    "state_problems",
+]
 
 import enum
 from typing import Any
+from zlib import crc32
 
 import msgspec
 
@@ -19,8 +29,8 @@ from ._commands import StopReason
 from ._errors import CorruptState, InvalidHistory
 from ._history import History, history_problems
 from ._machine import PHASES
-from ._messages import Message, ToolCall, ToolResult, Usage
-from ._observations import Event
+from ._messages import AssistantMessage, Message, ToolCall, ToolResult, Usage
+from ._observations import Event, Started
 
 SCHEMA_VERSION = 2
 
@@ -53,8 +63,11 @@ class LoopState(msgspec.Struct, kw_only=True):
     turns: int = 0
     usage: Usage = Usage()
     started_at: float | None = None
+    waited_s: float = 0.0  # time spent waiting only for a human: not the run's own
+    waiting_since: float | None = None  # set while it waits only for a human
     model_calls: int = 0
     pending_model: str | None = None
+    retry_at: float | None = None  # the pending model call is a retry, not to be sent before
     retries: int = 0
     round: list[PendingCall] = msgspec.field(default_factory=list, name="batch")
     context_tokens: int = 0
@@ -71,23 +84,28 @@ class LoopState(msgspec.Struct, kw_only=True):
         return [p for p in self.round if p.status is not CallStatus.done]
 
 
+def new_run(st: LoopState) -> None:
+    """A finished loop goes on: the conversation stays, the run's own counts start again."""
+    st.turns = 0
+    st.waited_s = 0.0
+    st.retries = 0
+    st.call_counts = {}
+    st.round_digests = []
+    st.failed_rounds = 0
+    st.stop_reason = StopReason.unknown
+    st.output = None
+
+
 class _Dump(msgspec.Struct):
     schema: int
-    state: LoopState
-
-
-class _Header(msgspec.Struct):
-    schema: int
+    state: msgspec.Raw
+    checksum: str | None = None
 
 
 class _Finalizing(msgspec.Struct):
-    finalizing: StopReason | None = None
-
-
-class _Schema1(msgspec.Struct):
     """Schema 1 kept the reason a run was finalizing for in `state.finalizing`."""
 
-    state: _Finalizing
+    finalizing: StopReason | None = None
 
 
 def _enc_hook(obj: object) -> object:
@@ -97,38 +115,99 @@ def _enc_hook(obj: object) -> object:
 
 
 ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
-_header = msgspec.json.Decoder(_Header)
-_decoder = msgspec.json.Decoder(_Dump)
-_schema_1 = msgspec.json.Decoder(_Schema1)
+_dump = msgspec.json.Decoder(_Dump)
+_state = msgspec.json.Decoder(LoopState)
+_schema_1 = msgspec.json.Decoder(_Finalizing)
+_PENDING = ("awaiting_tools", "awaiting_approval")  # a round is in flight
+_ASKING = ("awaiting_model", "finalizing")  # a model call is outstanding
 
 
 def dump_state(state: LoopState) -> bytes:
-    return ENCODER.encode(_Dump(SCHEMA_VERSION, state))
+    """`{"schema": N, "checksum": crc32 of the state's bytes, "state": {...}}`."""
+    body = ENCODER.encode(state)
+    return b'{"schema":%d,"checksum":"%08x","state":%s}' % (SCHEMA_VERSION, crc32(body), body)
 
 
 def load_state(data: bytes | str) -> LoopState:
     """Decode a dump, raising `CorruptState` with the reason when it cannot be used: not a
-    dump, damaged, newer, or a state no loop could be in (an unknown phase, a broken history)."""
+    dump, damaged (its checksum does not match), newer, or a state no loop could be in."""
     try:
-        schema = _header.decode(data).schema
+        dump = _dump.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptState(f"not a turnstile state dump: {e}") from None
-    if schema > SCHEMA_VERSION:
+    if dump.schema > SCHEMA_VERSION:
         raise CorruptState(
-            f"dump has schema {schema}, newer than this turnstile's {SCHEMA_VERSION}; upgrade"
+            f"dump has schema {dump.schema}, newer than this turnstile's {SCHEMA_VERSION}; upgrade"
         )
+    body = bytes(dump.state)
+    if dump.schema >= 2 and dump.checksum != f"{crc32(body):08x}":
+        raise CorruptState("damaged state dump: its checksum does not match its state")
     try:
-        state = _decoder.decode(data).state
-        if schema < 2 and state.phase == "finalizing":
-            state.stop_reason = _schema_1.decode(data).state.finalizing or StopReason.unknown
+        state = _state.decode(body)
+        if dump.schema < 2 and state.phase == "finalizing":
+            state.stop_reason = _schema_1.decode(body).finalizing or StopReason.unknown
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptState(f"damaged state dump: {e}") from None
-    if state.phase not in PHASES:
-        raise CorruptState(f"unknown phase {state.phase!r}")
-    if state.phase == "finalizing" and state.stop_reason is StopReason.unknown:
-        raise CorruptState("the state is finalizing, but for no stop reason")
-    pending = state.phase in ("awaiting_tools", "awaiting_approval")  # a round is in flight
-    problems = history_problems(state.messages, allow_pending=pending)
+    problems = state_problems(state)
     if problems:
-        raise CorruptState(f"state holds an invalid history: {InvalidHistory(problems)}")
+        raise CorruptState(f"no loop can be in this state: {'; '.join(problems)}")
     return state
+
+
+def state_problems(st: LoopState) -> list[str]:
+    """What makes `st` a state no loop could be in (its parts disagree); empty if nothing."""
+    phase = st.phase
+    if phase not in PHASES:
+        return [f"unknown phase {phase!r}"]
+    if phase == "idle":
+        started = st.messages or st.events or st.started_at is not None
+        return ["idle, yet started"] if started else []
+    problems: list[str] = []
+    add = problems.append
+    if not st.events or type(st.events[0]) is not Started:
+        add("its event log does not open with a Started event")
+    if any(b.now < a.now for a, b in zip(st.events, st.events[1:], strict=False)):
+        add("its events go back in time")
+    if st.started_at is None:
+        add(f"started_at is missing in phase {phase}")
+    if (phase in _ASKING) != (st.pending_model is not None):
+        add(f"no model call outstanding in phase {phase}" if phase in _ASKING else
+            f"a model call outstanding in phase {phase}")  # fmt: skip
+    elif st.pending_model is not None and st.pending_model != f"model-{st.model_calls}":
+        add(f"the model call outstanding, {st.pending_model}, is not the last one asked")
+    if st.retry_at is not None and st.pending_model is None:
+        add("a retry time, but no model call outstanding")
+    if (phase in ("finalizing", "done")) != (st.stop_reason is not StopReason.unknown):
+        add(f"stop reason {st.stop_reason.value} in phase {phase}")
+    if (phase == "awaiting_approval") != (st.waiting_since is not None):
+        add(f"waiting for a human is {st.waiting_since is not None} in phase {phase}")
+    problems += _round_problems(st)
+    history = history_problems(st.messages, allow_pending=phase in _PENDING)
+    if history:
+        add(f"an invalid history: {InvalidHistory(history)}")
+    return problems
+
+
+def _round_problems(st: LoopState) -> list[str]:
+    statuses = {p.status for p in st.round}
+    if st.phase not in _PENDING:
+        return [f"a round in flight in phase {st.phase}"] if st.round else []
+    problems: list[str] = []
+    if st.phase == "awaiting_tools" and CallStatus.running not in statuses:
+        problems.append("awaiting tools, yet no call is running")
+    if st.phase == "awaiting_approval" and (
+        CallStatus.approval not in statuses or CallStatus.running in statuses
+    ):
+        problems.append("awaiting approval, yet no call waits for one alone")
+    for p in st.round:
+        if (p.status is CallStatus.done) != (p.result is not None):
+            problems.append(f"call {p.call.id} is {p.status.value} with a result of {p.result}")
+        elif p.result is not None and p.result.call_id != p.call.id:
+            problems.append(f"call {p.call.id} holds the result of {p.result.call_id}")
+    last = st.messages[-1] if st.messages else None
+    calls = (
+        [c for c in last.content if type(c) is ToolCall] if type(last) is AssistantMessage else []
+    )
+    if calls != [p.call for p in st.round]:
+        problems.append("the round in flight is not the last reply's calls")
+    return problems

@@ -23,6 +23,7 @@ from turnstile.core import (
     Finish,
     Guards,
     HasToolCall,
+    InvalidHistory,
     Loop,
     LoopSpec,
     ModelFailed,
@@ -171,6 +172,7 @@ class Run:
         self.calls = 0
         self.model_calls: list[CallModel] = []
         self.finalized_for: StopReason | None = None  # the budget a finalize call was for
+        self.human_s = 0.0  # time spent waiting only for approvals: not the run's
         self.ran: set[str] = set()
         self.asked: set[str] = set()
         self.approved: set[str] = set()
@@ -191,6 +193,8 @@ class Run:
         return self._take(self.loop.start(prompt, self.now), None)
 
     def send(self, obs: Observation) -> list[Command]:
+        if self.waiting and all(type(c) is AwaitApproval for c in self.waiting):
+            self.human_s += obs.now - self.now  # only a human could move the run on
         answered = self._answered(obs)
         if type(obs) is ModelReplied:
             self.usage += obs.response.usage
@@ -280,7 +284,7 @@ class Run:
     def _check_state(self, obs: Observation | None) -> None:
         st_ = self.state
         deadline = self.spec.guards.deadline_s
-        if obs is not None and deadline is not None and obs.now >= deadline:
+        if obs is not None and deadline is not None and obs.now - self.human_s >= deadline:
             assert st_.phase in ("done", "finalizing"), "the deadline passed but the run goes on"
         outstanding = self.loop.outstanding_commands()
         if self.finish is not None:
@@ -371,12 +375,13 @@ def check_consistent(spec: LoopSpec, loop: Loop, commands: list[Command]) -> Non
 
 
 def refused_or_valid(spec: LoopSpec, loop: Loop, act: Callable[[], list[Command]]) -> bool:
-    """Do `act`: either a ProtocolError that left the dump byte-identical (False), or an
-    accepted step after which the loop is consistent (True)."""
+    """Do `act`: either a typed refusal (ProtocolError, or InvalidHistory from `start`) that left
+    the dump byte-identical (False), or an accepted step after which the loop is consistent
+    (True)."""
     before = loop.dump()
     try:
         commands = act()
-    except ProtocolError:
+    except (ProtocolError, InvalidHistory):
         assert loop.dump() == before, "a refused observation changed the state"
         return False
     check_consistent(spec, loop, commands)

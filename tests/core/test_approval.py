@@ -38,7 +38,7 @@ def test_approving_one_call_runs_it_but_the_model_waits_for_the_whole_batch() ->
     [run] = d.send(Approved("d2", now=3.0))
     assert (type(run), run.id) == (RunTool, "d2")
     assert d.result("d2", "deleted b") == []  # d1 still waits for a human
-    [run] = d.send(Approved("d1", now=5.0))
+    [run] = d.send(Approved("d1", now=3.5))
     assert (type(run), run.id) == (RunTool, "d1")
     [ask] = d.result("d1", "deleted a")
     assert type(ask) is CallModel

@@ -64,7 +64,7 @@ class Machine:
 
 def test_the_table_is_whole_and_its_machine_and_flat_form_agree() -> None:
     assert tuple(TABLE) == tuple(ACCEPTS) == PHASES
-    assert TABLE["done"] == {} and ACCEPTS["done"] == frozenset()
+    assert ACCEPTS["done"] == {Started}  # only a new run on the same conversation
     assert set(MACHINE.states) == set(PHASES)
     rows = {
         (phase, event, d): after
@@ -221,6 +221,9 @@ def scenarios(seen: set[Move]) -> list[Scenario]:
     # idle
     new().cancel()
     new(stop_when=(TurnCountIs(0),)).start()
+    # done: the conversation goes on
+    new().start().reply().start().reply()
+    new(stop_when=(lambda state: len(state.messages) > 2,)).start().reply().start()
     # awaiting_model
     new().start().tick().reply("a").result("a").reply()
     new().start().reply(stop=ModelStop.pause).reply("nope").fail().fail(retryable=False)

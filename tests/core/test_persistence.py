@@ -104,5 +104,5 @@ def test_a_schema_1_dump_finalizing_loads_and_finishes_for_its_reason() -> None:
     [done] = loop.send(ModelReplied(final.id, reply("summary"), now=9.0))
     assert done == Finish(StopReason.max_turns, "summary")
     old["state"]["finalizing"] = None
-    with pytest.raises(CorruptState, match="finalizing, but for no stop reason"):
+    with pytest.raises(CorruptState, match="stop reason unknown in phase finalizing"):
         Loop.load(d.loop.spec, json.dumps(old))

@@ -1,0 +1,216 @@
+"""What comes into the loop, checked before anything changes.
+
+An observation (and the conversation `Loop.start` is given, as its `Started` event) becomes the
+state's own copy, made by the state's own JSON round trip: every field of its declared type,
+every number finite, all text the wire can carry. What the caller got wrong raises
+`InvalidObservation` naming the field. What a model or a tool said is data the loop carries on
+with: text that is not valid Unicode (lone UTF-16 surrogates) is repaired to U+FFFD, and a tool
+call whose arguments cannot travel (a number that is not finite, a lone surrogate) keeps them only
+as text, so the loop answers it with an error result instead of running it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["checked", "started"]
+
+import json
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
+
+import msgspec
+
+from ._errors import HistoryProblem, InvalidHistory, InvalidObservation
+from ._history import history_problems
+from ._messages import AssistantMessage, Message, UserMessage
+from ._observations import (
+    Approved,
+    Cancelled,
+    Denied,
+    ModelFailed,
+    ModelReplied,
+    Observation,
+    Started,
+    Tick,
+    ToolReturned,
+)
+
+_encode = msgspec.json.Encoder().encode
+_DECODERS: dict[type, Callable[[bytes], Observation]] = {
+    kind: msgspec.json.Decoder(kind).decode
+    for kind in (
+        Started,
+        ModelReplied,
+        ModelFailed,
+        ToolReturned,
+        Approved,
+        Denied,
+        Tick,
+        Cancelled,
+    )
+}
+REPAIRED = "\n(turnstile: characters that were not valid Unicode were replaced with U+FFFD)"
+"""What a tool's result says after its text was repaired, so the model knows why it looks odd."""
+
+
+def checked(obs: Observation, after: float | None) -> Observation:
+    """`obs` as the state will hold it, or `InvalidObservation`; `after`: the time of the last
+    event, which `obs.now` may not precede."""
+    if type(obs) is ToolReturned and _plain(obs):  # the common case, already as it must be
+        copy: Observation = obs
+    else:
+        copy = _copied(obs)
+    if after is not None and copy.now < after:
+        raise InvalidObservation(f"{copy.now!r} is before the last event's {after!r}", path="now")
+    return copy
+
+
+def started(
+    prompt: str | Sequence[Message], now: float, after: float | None, ledger: list[Message]
+) -> Started:
+    """The `Started` event of `prompt` (a str, or messages ending on the user's side), checked
+    as `checked` checks an observation, and as the continuation of `ledger`."""
+    if isinstance(prompt, str):
+        given: list[Message] = [UserMessage(prompt)]
+    elif isinstance(prompt, Sequence):
+        given = list(cast("Sequence[Message]", prompt))
+    else:
+        raise InvalidObservation(f"expected a str or a list of messages, got {prompt!r}")
+    event = checked(Started(messages=given, now=now), after)
+    assert type(event) is Started
+    messages = event.messages
+    problems = history_problems([*ledger, *messages])
+    if not messages:
+        problems.append(HistoryProblem(0, None, "no messages to start from"))
+    elif type(messages[-1]) is AssistantMessage:
+        problems.append(HistoryProblem(len(messages) - 1, None, "ends with the model's reply"))
+    if problems:
+        raise InvalidHistory(problems)
+    return event
+
+
+def _plain(obs: ToolReturned) -> bool:
+    return (
+        type(obs.call_id) is str
+        and type(obs.content) is str
+        and type(obs.is_error) is bool
+        and type(obs.now) is float
+        and math.isfinite(obs.now)
+        and obs.content.isascii()  # O(1): ASCII holds no surrogate
+        and obs.call_id.isascii()
+    )
+
+
+def _copied(obs: Observation) -> Observation:
+    decode = _DECODERS[type(obs)]
+    try:
+        data = _encode(obs)
+    except UnicodeEncodeError:
+        return _rebuilt(obs, msgspec.to_builtins(obs))
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InvalidObservation(f"cannot be written down: {e}") from None
+    try:
+        copy: Observation = decode(data)
+    except msgspec.ValidationError as e:
+        raise _invalid(e) from None
+    if copy == obs:
+        return copy
+    data = msgspec.to_builtins(obs)
+    if next(_not_finite(data, ""), None) is not None:  # NaN and inf were written as null
+        return _rebuilt(obs, data)
+    path, got, wanted = _difference(obs, copy, "")  # a dict where a struct belongs, ...
+    raise InvalidObservation(f"expected {wanted}, got {got}", path=path)
+
+
+def _rebuilt(obs: Observation, data: dict[str, Any]) -> Observation:
+    """`obs` from its builtins, after repairing what a model or a tool got wrong in them."""
+    if type(obs) is ModelReplied and isinstance(data.get("response"), dict):
+        content = data["response"].get("content")
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") == "tool_call" and not _travels(part):
+                part["raw_arguments"] = _text(part.get("raw_arguments") or _json(part))
+                part["arguments"] = {}
+    bad = next(_not_finite(data, ""), None)
+    if bad is not None:
+        raise InvalidObservation("not a finite number", path=bad)
+    repaired = _repaired(data)
+    if type(obs) is ToolReturned and repaired["content"] != data["content"]:
+        repaired["content"] += REPAIRED
+    try:
+        return msgspec.convert(repaired, type(obs))
+    except msgspec.ValidationError as e:
+        raise _invalid(e) from None
+
+
+def _travels(call: dict[str, Any]) -> bool:
+    """A call's arguments can be written down and read back as they are."""
+    raw = call.get("raw_arguments")
+    return (
+        _repaired(call.get("arguments")) == call.get("arguments")
+        and (not isinstance(raw, str) or _text(raw) == raw)
+        and next(_not_finite(call.get("arguments"), ""), None) is None
+    )
+
+
+def _json(call: dict[str, Any]) -> str:
+    try:
+        return json.dumps(call.get("arguments"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(call.get("arguments"))
+
+
+def _text(text: str) -> str:
+    """`text` with halves of a character joined and lone halves replaced by U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _repaired(value: Any) -> Any:
+    if type(value) is str:
+        return value if value.isascii() else _text(value)
+    if isinstance(value, dict):
+        return {_repaired(k): _repaired(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_repaired(v) for v in value]
+    return value
+
+
+def _not_finite(value: Any, path: str) -> Iterator[str]:
+    """The path of each number in `value` that is not finite."""
+    if type(value) is float:
+        if not math.isfinite(value):
+            yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _not_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _not_finite(item, f"{path}[{i}]")
+
+
+def _difference(given: Any, copy: Any, path: str) -> tuple[str, str, str]:
+    """Where `given` first differs in type from `copy`, its JSON round trip."""
+    numbers = (int, float)
+    if type(given) is not type(copy) and not (type(given) in numbers and type(copy) in numbers):
+        return path, type(given).__name__, type(copy).__name__
+    if isinstance(given, msgspec.Struct):
+        pairs: Iterator[tuple[Any, Any, str]] = (
+            (getattr(given, f), getattr(copy, f), f"{path}.{f}" if path else f)
+            for f in given.__struct_fields__
+        )
+    elif isinstance(given, dict):
+        pairs = ((v, copy.get(k), f"{path}.{k}") for k, v in given.items())
+    elif isinstance(given, list):
+        pairs = ((v, w, f"{path}[{i}]") for i, (v, w) in enumerate(zip(given, copy, strict=False)))
+    else:
+        pairs = iter(())
+    for a, b, where in pairs:
+        if a != b:
+            return _difference(a, b, where)
+    return path, type(given).__name__, type(copy).__name__
+
+
+def _invalid(error: msgspec.ValidationError) -> InvalidObservation:
+    """msgspec says `Expected `str`, got `object` - at `$.content``: keep the path apart."""
+    message, _, where = str(error).partition(" - at `$")
+    path = where.rstrip("`").lstrip(".")
+    return InvalidObservation(message.replace("`", ""), path=path)
