@@ -17,8 +17,8 @@ import httpx2
 from turnstile.core import TurnstileError
 
 from ._errors import ProviderError
+from ._failures import RETRYABLE
 from ._optional import installed
-from ._wire import RETRYABLE
 
 if TYPE_CHECKING:
     import anthropic

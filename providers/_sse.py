@@ -10,13 +10,13 @@ from __future__ import annotations
 __all__ = ["SSEDecoder", "SSEEvent", "events_json", "parse_sse"]
 
 import codecs
-import json
 import re
 from typing import Any
 
 import msgspec
 
 from ._errors import DecodeError
+from ._wire import json_value
 
 _EOL = re.compile(r"\r\n|\r|\n")
 
@@ -113,17 +113,15 @@ def events_json(text: str) -> list[dict[str, Any]]:
     """The JSON objects carried by the `data:` of each event, skipping `[DONE]` and empty data.
 
     Raises:
-        DecodeError: an event's data is not a JSON object (path `events[i].data`).
+        DecodeError: an event's data is not a JSON object, or nests deeper than Python can
+            follow (path `events[i].data`).
     """
     payloads: list[dict[str, Any]] = []
     for index, event in enumerate(parse_sse(text)):
         if event.data in ("", "[DONE]"):
             continue
         path = f"events[{index}].data"
-        try:
-            payload = json.loads(event.data)
-        except json.JSONDecodeError as err:
-            raise DecodeError(path, f"not JSON ({err.msg}): {event.data[:80]!r}") from None
+        payload = json_value(event.data, path)
         if not isinstance(payload, dict):
             raise DecodeError(path, f"expected a JSON object, got {type(payload).__name__}")
         payloads.append(payload)

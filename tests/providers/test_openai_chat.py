@@ -552,8 +552,8 @@ def test_stream_routes_interleaved_tool_fragments_by_index() -> None:
 
 def test_stream_puts_text_first_then_tool_calls_in_index_order() -> None:
     chunks = [
-        chunk({"tool_calls": [opening(1, "call_b", "g", "{}")]}),
         chunk({"tool_calls": [opening(0, "call_a", "f", "{}")]}),
+        chunk({"tool_calls": [opening(1, "call_b", "g", "{}")]}),
         chunk({"content": "late text"}),
         chunk({}, "tool_calls"),
     ]
