@@ -264,16 +264,20 @@ class StreamAccumulator:
     call fragments are routed by their `index`, since only the first carries the id and name
     (calls count from 0 in order: an index past the next call is a `DecodeError`).
     `result()` equals what `decode` gives for the same reply sent whole. A chunk holding an
-    `error` raises `ProviderError`; so does `result()` when no `finish_reason` ever arrived.
+    `error` raises `ProviderError`; so does `result()` when no `finish_reason` ever arrived,
+    unless `done()` said the stream ended with `data: [DONE]`: then the reply is over and its
+    content says why, `tool_calls` when it holds calls, each whole JSON (or blank), `stop` when
+    it holds none (some routers, OpenRouter among them, send no finish_reason for some models).
     """
 
-    __slots__ = ("_calls", "_finish", "_refusal", "_text", "_usage")
+    __slots__ = ("_calls", "_done", "_finish", "_refusal", "_text", "_usage")
 
     def __init__(self) -> None:
         self._text = Pieces()
         self._refusal = Pieces()
         self._calls: list[_Call] = []
         self._finish: str | None = None
+        self._done = False
         self._usage = Usage()
 
     def feed(self, chunk: Mapping[str, Any]) -> list[Delta]:
@@ -288,14 +292,22 @@ class StreamAccumulator:
                 deltas += self._choice(choice, f"choices[{n}]")
         return deltas
 
+    def done(self) -> None:
+        """The stream ended with `data: [DONE]`: the server says nothing more will come."""
+        self._done = True
+
     def result(self) -> ModelResponse:
         """The whole reply; raises `ProviderError` (`incomplete_stream`) if it never finished."""
-        if self._finish is None:
+        calls = [(c.id, c.name, c.arguments.text()) for c in self._calls]
+        finish = self._finish
+        if finish is None and self._done:
+            whole = all(json_object(text) is not None or not text.strip() for *_, text in calls)
+            finish = ("tool_calls" if calls else "stop") if whole else None
+        if finish is None:
             raise ProviderError(
                 "incomplete_stream", "the stream ended before a finish_reason", retryable=True
             )
-        calls = [(c.id, c.name, c.arguments.text()) for c in self._calls]
-        return _response(self._text.text(), self._refusal.text(), calls, self._finish, self._usage)
+        return _response(self._text.text(), self._refusal.text(), calls, finish, self._usage)
 
     def _choice(self, choice: Mapping[str, Any], at: str) -> list[Delta]:
         deltas: list[Delta] = []

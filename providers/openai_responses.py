@@ -9,6 +9,15 @@ A stream's terminal event (`response.completed` / `response.incomplete`) carries
 Response, so the accumulator's result is `decode()` of that body: exact items, usage and status.
 The deltas along the way are for showing progress; at the end they are checked against the
 result, so a UI never showed text that the recorded reply does not contain.
+
+Items the client must answer besides function calls (`local_shell_call`, `shell_call`,
+`apply_patch_call`, `computer_call`, `custom_tool_call`, `mcp_approval_request`, a client-run
+`tool_search_call`) are never routed as `ToolCall`s: turnstile declares only function tools (such
+items come only from tools a caller adds through `tools=` options), and their answers are not a
+tool result's text (a shell's exit code, a patch's status, an approval's yes or no, a
+screenshot). So a completed reply holding one that the same reply does not answer (a hosted shell
+answers its own call) stops with `ModelStop.other` and `raw_stop="requires_action:<item type>"`,
+never `end_turn` or `tool_use`: the API waits for an answer the loop cannot give.
 """
 
 from __future__ import annotations
@@ -59,6 +68,18 @@ SUMMARY_JOIN = "\n\n"
 _TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
 # Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
 _CALL_FIELDS = ("type", "call_id", "name", "status")
+# An item only the client can answer, other than a function call: the item type answering it,
+# the key of the call it answers, and the call's key that holds that value.
+_ANSWERS = {
+    "local_shell_call": ("local_shell_call_output", "id", "call_id"),
+    "shell_call": ("shell_call_output", "call_id", "call_id"),
+    "apply_patch_call": ("apply_patch_call_output", "call_id", "call_id"),
+    "computer_call": ("computer_call_output", "call_id", "call_id"),
+    "custom_tool_call": ("custom_tool_call_output", "call_id", "call_id"),
+    "mcp_approval_request": ("mcp_approval_response", "approval_request_id", "id"),
+    "tool_search_call": ("tool_search_output", "call_id", "call_id"),
+}
+_ANSWER_KEYS = {answer: key for answer, key, _ in _ANSWERS.values()}
 
 
 # -- encoding --------------------------------------------------------------------------------------
@@ -168,18 +189,24 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
 def decode(body: dict[str, Any]) -> ModelResponse:
     """A Response object as a `ModelResponse`.
 
-    A function call whose item is not `completed` (without a status: the last item of an
-    `incomplete` response) was cut off: `complete=False`, its text in `raw_arguments` and the
-    members certainly whole as `arguments` (a whole JSON object is simply the arguments).
+    A function call whose item is `incomplete`, or which is the last item of a response that
+    did not complete and is not `completed` itself, was cut off: `complete=False`, its text in
+    `raw_arguments` and the members certainly whole as `arguments` (a whole JSON object is
+    simply the arguments). Other calls are whole, whatever their item's status: in a completed
+    response, calls a program the API runs made (programmatic tool calling) stay `in_progress`
+    until their output comes back. An item the loop cannot answer stops the reply with
+    `requires_action:<type>` (see above).
 
-    Raises `ProviderError` for a `failed` response and `DecodeError` (with the offending path) for
-    a body missing what it must have, such as a function call without its `call_id`.
+    Raises `ProviderError` for a `failed` response or an error body (`{"error": {...}}`, as an
+    HTTP error carries it) and `DecodeError` (with the offending path) for a body missing what
+    it must have, such as a function call without its `call_id`.
     """
-    status = field(expect(body, dict, ""), "status", str, "")
+    if "status" not in expect(body, dict, "") and body.get("error") is not None:
+        raise error_failure(body["error"], unexplained=False)
+    status = field(body, "status", str, "")
     if status == "failed":
         raise _failure(body.get("error"))
     output = field(body, "output", list, "")
-    cut_short = status == "incomplete"
     content: list[Part] = []
     refused = False
     last = len(output) - 1
@@ -193,17 +220,37 @@ def decode(body: dict[str, Any]) -> ModelResponse:
             content.extend(texts)
             refused = refused or refusal
         elif kind == "function_call":
-            cut = _cut(item.get("status"), last=cut_short and i == last)
+            cut = _cut(item.get("status"), finished=status == "completed", last=i == last)
             content.append(_tool_call(item, where, cut=cut))
     called = any(type(p) is ToolCall for p in content)
-    stop, raw_stop = _stop(body, status, refused, called)
+    stop, raw_stop = _stop(body, status, refused, called, _waiting(output))
     return reply(content, stop, _usage(body), raw_stop)
 
 
-def _cut(status: Any, *, last: bool) -> bool:
-    """Whether a call was cut off: its item is not `completed` (without a status: it is the last
-    item of an `incomplete` response)."""
-    return status != "completed" and (status is not None or last)
+def _cut(status: Any, *, finished: bool, last: bool) -> bool:
+    """Whether a call was cut off: its item says so, or the reply did not complete and the call
+    is its last item, not `completed`."""
+    return status == "incomplete" or (not finished and last and status != "completed")
+
+
+def _waiting(output: list[dict[str, Any]]) -> str | None:
+    """The type of the first item the client must answer that `output` does not answer itself
+    (a hosted shell's output follows its call), or None."""
+    kinds = [item.get("type") for item in output]
+    given = set()
+    for kind, item in zip(kinds, output, strict=True):
+        key = _ANSWER_KEYS.get(kind) if isinstance(kind, str) else None
+        if key is not None and isinstance(item.get(key), str):
+            given.add((kind, item[key]))
+    for kind, item in zip(kinds, output, strict=True):
+        if not isinstance(kind, str) or kind not in _ANSWERS:
+            continue
+        if kind == "tool_search_call" and item.get("execution") != "client":
+            continue  # the server ran it
+        answer, _, key = _ANSWERS[kind]
+        if not isinstance(item.get(key), str) or (answer, item[key]) not in given:
+            return kind
+    return None
 
 
 def _thinking(item: dict[str, Any], where: str) -> Thinking:
@@ -238,11 +285,13 @@ def _tool_call(item: dict[str, Any], where: str, *, cut: bool) -> ToolCall:
 
 
 def _stop(
-    body: dict[str, Any], status: str, refused: bool, called: bool
+    body: dict[str, Any], status: str, refused: bool, called: bool, waiting: str | None
 ) -> tuple[ModelStop, str | None]:
     if status == "completed":
         if refused:
             return ModelStop.refusal, None
+        if waiting is not None:
+            return ModelStop.other, f"requires_action:{waiting}"
         return (ModelStop.tool_use if called else ModelStop.end_turn), None
     if status == "incomplete":
         details = body.get("incomplete_details")
