@@ -58,7 +58,9 @@ FINAL = frozenset(
 """Quota and billing kinds: final in every format, whatever the status, a header or the type."""
 
 _SPEND_LIMIT = "spend_limit_reached"  # Anthropic's details.error_code, e.g. enforced_spend_…
-_TRY_AGAIN = re.compile(r"try again in (?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)(ms|s))?")
+_TRY_AGAIN = re.compile(  # digits bounded: a wait is a number of seconds, never an overflow
+    r"try again in (?:(\d{1,6})h)?(?:(\d{1,6})m(?!s))?(?:(\d{1,9}(?:\.\d{1,9})?)(ms|s))?"
+)
 
 
 def is_final(error: Mapping[str, Any]) -> bool:
