@@ -971,6 +971,26 @@ def test_stream_joins_surrogate_halves_split_across_fragments() -> None:
     assert accumulate(parse_sse(to_sse(events))) == decode(body)
 
 
+def test_stream_deltas_never_show_half_a_character() -> None:
+    """on_delta sees a character split between two deltas once, whole, as the other formats
+    show it; the reply is the same."""
+    body = message([{"type": "text", "text": "晴😀!"}, tool_use(value={"e": "😀"})], "tool_use")
+    events = stream_of(body, {1: ['{"e": "\ud83d', '\ude00"}']})
+    text_at = next(
+        i for i, e in enumerate(events) if e.get("delta", {}).get("type") == "text_delta"
+    )
+    events[text_at : text_at + 1] = [
+        {**events[text_at], "delta": {"type": "text_delta", "text": "晴\ud83d"}},
+        {**events[text_at], "delta": {"type": "text_delta", "text": "\ude00!"}},
+    ]
+    acc = StreamAccumulator()
+    deltas = [d for event in events for d in acc.feed(event)]
+    assert [d for d in deltas if type(d) is TextDelta] == [TextDelta(0, "晴"), TextDelta(0, "😀!")]
+    fragments = [d.fragment for d in deltas if type(d) is ArgumentsDelta]
+    assert fragments == ["", '{"e": "', '😀"}']
+    assert acc.result() == decode(body)
+
+
 def _start() -> dict[str, Any]:
     return stream_of(message([]))[0]
 
