@@ -42,10 +42,12 @@ class Pieces:
 
     def add(self, fragment: str) -> str:
         """Take a fragment; return the part of it that can be shown now."""
-        fragment, self._held = self._held + fragment, ""
+        if self._held:
+            fragment, self._held = self._held + fragment, ""
         if fragment and "\ud800" <= fragment[-1] <= "\udbff":
             fragment, self._held = fragment[:-1], fragment[-1]
-        fragment = heal(fragment)
+        if _SURROGATE.search(fragment) is not None:
+            fragment = heal(fragment)
         if fragment:
             self._pieces.append(fragment)
         return fragment

@@ -410,7 +410,10 @@ class StreamAccumulator:
             block["signature"] = value
             return []
         if kind == "input_json_delta":
-            shown = self._fragments.setdefault(index, Pieces()).add(value)
+            fragments = self._fragments.get(index)
+            if fragments is None:
+                fragments = self._fragments[index] = Pieces()
+            shown = fragments.add(value)
             return [ArgumentsDelta(part, block["id"], block["name"], shown)] if shown else []
         shown = self._texts[index].add(value)  # pieces are joined once, in result()
         if not shown:
