@@ -44,6 +44,7 @@ from turnstile.providers._client import StreamReader
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._sse import events_json
+from turnstile.providers.replay import RecordedTools, Trace
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "openai-chat"
 WEATHER = ToolSpec(
@@ -1062,3 +1063,30 @@ def test_a_stream_without_a_finish_reason_is_still_incomplete_unless_done_and_wh
     with pytest.raises(ProviderError) as raised:
         read_stream(chunks, done=done)
     assert (raised.value.kind, raised.value.retryable) == ("incomplete_stream", True)
+
+
+def test_recorded_tools_find_the_calls_of_a_stream_that_ended_with_done_alone() -> None:
+    calls = [chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": "北京"}')]})]
+    sse = "".join(f"data: {json.dumps(c)}\n\n" for c in calls) + "data: [DONE]\n\n"
+    trace = msgspec.convert(
+        {
+            "provider": "openai-chat",
+            "hand_written": True,
+            "loop": {
+                "model": "m",
+                "prompt": "北京呢?",
+                "stream": True,
+                "tool_outputs": {"call_a": {"content": "26°C"}},
+            },
+            "exchanges": [
+                {
+                    "request": {"method": "POST", "path": "/v1/chat/completions", "body": {}},
+                    "response": {"status": 200, "sse": sse},
+                }
+            ],
+        },
+        Trace,
+    )
+    tools = RecordedTools(trace)
+    assert tools.run("get_weather", {"city": "北京"}).content == "26°C"
+    assert tools.unrecorded == []
