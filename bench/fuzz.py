@@ -16,9 +16,9 @@ An input passes when it gives a reply or raises `DecodeError` or `ProviderError`
 `LIMIT_MS` if it is under 10 KB, and when what it gives can go into a run: its deltas encode as
 JSON (no lone surrogate), an error's `retry_after` is None or a finite number of seconds, and a
 loop that is handed the reply (`ModelReplied`) or the failure (`ModelFailed`) takes it, dumps its
-state and loads it again. The script prints the counts (inputs by
-way in, outcomes, typed errors by kind, the slowest input) and every input that failed, and
-exits 1 if one did. The test suite runs a few thousand of the same inputs (`run`).
+state and loads it again. The script prints the counts (inputs by way in, outcomes, the kinds
+of `ProviderError`, the slowest input) and every input that failed, and exits 1 if one did.
+The test suite runs 2,000 of the same inputs (`run`).
 """
 
 from __future__ import annotations
