@@ -6,6 +6,10 @@ baseline is the same request re-encoded whole (a plain list of messages, which i
 Streams are built from the recorded fixtures' events, stretched to a long text and long tool
 arguments in many deltas; their size is the bytes of the SSE `data:` payloads, and the baseline is
 `json.loads` of those payloads.
+
+The SSE parser is timed on one event of growing size, cut into chunks of a fixed size as a slow
+network hands them over; its MB/s must stay flat as the event grows (the parser's work per chunk
+may not depend on what it has buffered), and the baseline is the same bytes fed in one chunk.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from turnstile.core import (
     text_of,
 )
 from turnstile.providers import WireCache, anthropic_messages, openai_chat, openai_responses
-from turnstile.providers._sse import events_json
+from turnstile.providers._sse import SSEDecoder, events_json
 
 from ._measure import Figure
 
@@ -269,6 +273,75 @@ def stream_mb_s(provider: str, deltas: int) -> Callable[[], tuple[float, float]]
     return measure
 
 
+# -- the SSE parser ------------------------------------------------------------------------------
+
+SSE_CHUNKS = (1024, 16 * 1024)
+"""Chunk sizes the parser is fed in: a slow connection's, and a typical socket read's."""
+SSE_FLAT = 0.5
+"""The target: MB/s on the largest event at least this share of MB/s on the smallest."""
+
+
+def sse_event(size: int) -> bytes:
+    """One `data:` event of about `size` bytes (a long JSON string, as a big tool result or a
+    long reasoning item is), with its blank line."""
+    text = (ANSWER * (size // len(ANSWER.encode()) + 1)).encode()[: max(size - 40, 0)]
+    payload = '{"type":"x","text":"' + text.decode(errors="ignore") + '"}'  # whole characters
+    return f"event: x\ndata: {payload}\n\n".encode()
+
+
+def sse_mb_s(size: int, chunk: int) -> Callable[[], tuple[float, float]]:
+    """A measurement: (MB/s fed in `chunk`-byte chunks, MB/s fed in one chunk) for one event."""
+    raw = sse_event(size)
+    chunks = [raw[i : i + chunk] for i in range(0, len(raw), chunk)]
+    megabytes = len(raw) / 1e6
+
+    def parse(pieces: list[bytes]) -> None:
+        decoder = SSEDecoder()
+        events = [e for piece in pieces for e in decoder.feed(piece)] + decoder.close()
+        if len(events) != 1:
+            raise RuntimeError(f"the SSE parser gave {len(events)} events for one")
+
+    def measure() -> tuple[float, float]:
+        fed = _seconds(lambda: parse(chunks))
+        whole = _seconds(lambda: parse([raw]))
+        return megabytes / fed, megabytes / whole
+
+    return measure
+
+
+def sse_rows(sizes: list[int], times: int) -> list[Row]:
+    """SSE MB/s for events of 10 KB·N (the sizes' N) in each of `SSE_CHUNKS`."""
+    events = [10_000 * n for n in sizes]
+    measures = {(chunk, size): sse_mb_s(size, chunk) for chunk in SSE_CHUNKS for size in events}
+    results = _interleaved(measures, max(times, 3))
+    out: list[Row] = []
+    for chunk in SSE_CHUNKS:
+        smallest: Figure | None = None
+        for size in events:
+            fed, whole = (_figure(values) for values in results[(chunk, size)])
+            smallest = smallest or fed
+            if size == events[0]:
+                verdict = f"(the reference of ≥{SSE_FLAT:g}×)"
+            else:
+                share = fed.median / smallest.median
+                ok = "pass" if share >= SSE_FLAT else "MISS"
+                verdict = f"×{share:.2f} of the smallest ({ok} ≥{SSE_FLAT:g}×)"
+            out.append(
+                (
+                    f"SSE parse MB/s · {chunk // 1024} KB chunks",
+                    f"{_size(size)} event",
+                    str(fed),
+                    f"one chunk {whole.median:,.1f} MB/s",
+                    verdict,
+                )
+            )
+    return out
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:g} MB" if n >= 1_000_000 else f"{n / 1e3:g} KB"
+
+
 # -- the table -----------------------------------------------------------------------------------
 
 
@@ -368,6 +441,7 @@ def stream_rows(sizes: list[int], times: int) -> list[Row]:
 
 
 def rows(sizes: list[int], times: int) -> list[Row]:
-    """Encode µs per turn for each format at each N, then stream-decode MB/s for each format on
-    streams of 2·10·N deltas (half text, half tool arguments)."""
-    return encode_rows(sizes, times) + stream_rows(sizes, times)
+    """Encode µs per turn for each format at each N, stream-decode MB/s for each format on
+    streams of 2·10·N deltas (half text, half tool arguments), and SSE-parse MB/s on one event
+    of N KB in small and large chunks."""
+    return encode_rows(sizes, times) + stream_rows(sizes, times) + sse_rows(sizes, times)

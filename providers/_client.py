@@ -17,10 +17,9 @@ same way is not expected to fix that (a transient proxy page comes with a 5xx, w
 
 from __future__ import annotations
 
-__all__ = ["Wire", "WireClient"]
+__all__ = ["StreamReader", "Wire", "WireClient", "read_body"]
 
 import inspect
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn
 
@@ -31,6 +30,7 @@ from ._deltas import Delta
 from ._errors import DecodeError, ProviderError
 from ._optional import required
 from ._sse import SSEDecoder, SSEEvent
+from ._wire import json_value
 
 if TYPE_CHECKING:
     import httpx2
@@ -116,11 +116,11 @@ class WireClient:
             response = self.sdk.post(self.wire.path, cast_to=raw, body=body, stream=self.stream)
             try:
                 if not _is_event_stream(response):
-                    return self._decode(response.read())
-                fold = _Fold(self.wire.accumulator(), self.on_delta)
+                    return read_body(self.wire, response.read())
+                reader = StreamReader(self.wire, self.on_delta)
                 for chunk in response.iter_bytes():
-                    fold.feed(chunk)
-                return fold.result()
+                    reader.feed(chunk)
+                return reader.result()
             finally:
                 response.close()
         except Exception as exc:
@@ -141,11 +141,11 @@ class WireClient:
             )
             try:
                 if not _is_event_stream(response):
-                    return self._decode(await response.aread())
-                fold = _Fold(self.wire.accumulator(), self.on_delta)
+                    return read_body(self.wire, await response.aread())
+                reader = StreamReader(self.wire, self.on_delta)
                 async for chunk in response.aiter_bytes():
-                    fold.feed(chunk)
-                return fold.result()
+                    reader.feed(chunk)
+                return reader.result()
             finally:
                 await response.aclose()
         except Exception as exc:
@@ -162,13 +162,14 @@ class WireClient:
             request, model=self.model, cache=self.cache, **stream, **self.options
         )
 
-    def _decode(self, content: bytes) -> ModelResponse:
-        try:
-            body = json.loads(content)
-        except ValueError:
-            shown = content[:80].decode("utf-8", errors="replace")
-            raise DecodeError("", f"the body is not JSON: {shown!r}") from None
-        return self.wire.decode(body)
+
+def read_body(wire: Wire, content: bytes) -> ModelResponse:
+    """The reply in a JSON response body, by `wire`'s codec.
+
+    Raises `DecodeError` for a body that is not JSON (or nests deeper than Python can follow),
+    and what the codec's `decode` raises.
+    """
+    return wire.decode(json_value(content, ""))
 
 
 def _is_event_stream(response: httpx2.Response) -> bool:
@@ -176,13 +177,17 @@ def _is_event_stream(response: httpx2.Response) -> bool:
     return response.headers.get("content-type", "").lower().startswith("text/event-stream")
 
 
-class _Fold:
-    """Feeds a stream's bytes through the SSE parser into a codec's accumulator."""
+class StreamReader:
+    """Feeds an event stream's bytes, chunk by chunk, through the SSE parser into a new
+    accumulator of `wire`'s codec; `on_delta` sees each delta. `feed` and `result` raise
+    `DecodeError` for an event that is not a JSON object, and what the accumulator raises."""
 
-    def __init__(self, accumulator: Any, on_delta: Callable[[Delta], object] | None) -> None:
+    def __init__(self, wire: Wire, on_delta: Callable[[Delta], object] | None = None) -> None:
         self._events = SSEDecoder()
-        self._accumulator = accumulator
+        self._accumulator = wire.accumulator()
         self._on_delta = on_delta
+        # Chat's streams end with `data: [DONE]`, which its accumulator takes as the end
+        self._done: Callable[[], object] | None = getattr(self._accumulator, "done", None)
         self._seen = 0
 
     def feed(self, chunk: bytes) -> None:
@@ -196,12 +201,11 @@ class _Fold:
 
     def _event(self, event: SSEEvent) -> None:
         index, self._seen = self._seen, self._seen + 1
+        if event.data == "[DONE]" and self._done is not None:
+            self._done()
         if event.data in ("", "[DONE]"):
             return
-        try:
-            payload = json.loads(event.data)
-        except ValueError:
-            raise DecodeError(f"events[{index}].data", f"not JSON: {event.data[:80]!r}") from None
+        payload = json_value(event.data, f"events[{index}].data")
         if not isinstance(payload, dict):
             raise DecodeError(f"events[{index}].data", "expected a JSON object")
         for delta in self._accumulator.feed(payload):

@@ -1,5 +1,6 @@
-"""Both SDKs' exceptions as `ProviderError`: the API's own error type and message, and whether
-asking again may help, decided as the SDKs' own retry policy decides it.
+"""Both SDKs' exceptions as `ProviderError`: the API's own error type and message, whether
+asking again may help (decided as the SDKs' own retry policy decides it, except that quota and
+billing failures are final), and how long the response asked to wait first.
 
 Either SDK may be missing (each is an extra): its exceptions are then left out, since nothing
 could have raised them. httpx2 is here whichever is installed: both are built on it.
@@ -17,8 +18,8 @@ import httpx2
 from turnstile.core import TurnstileError
 
 from ._errors import ProviderError
+from ._failures import RETRYABLE, is_final, wait_of
 from ._optional import installed
-from ._wire import RETRYABLE
 
 if TYPE_CHECKING:
     import anthropic
@@ -48,8 +49,11 @@ def map_sdk_error(exc: BaseException) -> ProviderError | None:
 
     Timeouts, connection failures, 408, 409, 429 and 5xx (529 overloaded included) are retryable;
     other statuses (400, 401, 403, 404, 422, ...) are not; an `x-should-retry: true|false` response
-    header overrides both, as it does in the SDKs. `kind` is the body's `error.code` or
-    `error.type` (`rate_limit_exceeded`, `overloaded_error`), else the status name.
+    header overrides both, as it does in the SDKs; a quota or billing failure is final whatever
+    they say (`_failures.FINAL`: `insufficient_quota` comes as a 429). `kind` is the body's
+    `error.code` or `error.type` (`rate_limit_exceeded`, `overloaded_error`), else the status
+    name. `retry_after` is what the response headers ask for (`_failures.wait_of`), or a
+    retryable error's message.
     """
     if isinstance(exc, TurnstileError):
         return None
@@ -72,13 +76,14 @@ def _from_error_body(
 ) -> ProviderError:
     error = _error_object(exc.body)
     kind = _first_text(error, "code", "type") or _status_kind(status)
-    message = _first_text(error, "message") or exc.message
+    said = _first_text(error, "message") or exc.message
+    retryable = not is_final(error) and _retryable(kind, status, headers)
+    wait = wait_of(headers, said if retryable else "")
     notes = [f"HTTP {status}"] if status is not None and status >= 400 else []
     if request_id := getattr(exc, "request_id", None):
         notes.append(f"request {request_id}")
-    if notes:
-        message = f"{message} ({', '.join(notes)})"
-    return ProviderError(kind, message, retryable=_retryable(kind, status, headers))
+    message = f"{said} ({', '.join(notes)})" if notes else said
+    return ProviderError(kind, message, retryable=retryable, retry_after=wait)
 
 
 def _retryable(kind: str, status: int | None, headers: httpx2.Headers | None) -> bool:

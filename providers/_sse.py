@@ -10,13 +10,13 @@ from __future__ import annotations
 __all__ = ["SSEDecoder", "SSEEvent", "events_json", "parse_sse"]
 
 import codecs
-import json
 import re
 from typing import Any
 
 import msgspec
 
 from ._errors import DecodeError
+from ._wire import json_value
 
 _EOL = re.compile(r"\r\n|\r|\n")
 
@@ -32,12 +32,15 @@ class SSEDecoder:
     """Turns the bytes of an event stream, fed in chunks of any size, into events.
 
     A chunk may end inside a UTF-8 character or between the CR and LF of a line break; the
-    decoder holds such tails until the next chunk (or `close`) says how they end.
+    decoder holds such tails until the next chunk (or `close`) says how they end. Each chunk is
+    scanned once: a line that spans many chunks is kept as its pieces and joined once it ends, so
+    the cost of a stream grows with its size, whatever the size of its chunks or events.
     """
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buffer = ""
+        self._pieces: list[str] = []  # the line under way, as it arrived
+        self._cr = False  # the last chunk ended in CR: a LF opening the next one is its pair
         self._started = False
         self._event: str | None = None
         self._data: list[str] = []
@@ -49,7 +52,7 @@ class SSEDecoder:
     def close(self) -> list[SSEEvent]:
         """End the stream: settle a held CR or partial character; an unfinished event is dropped."""
         events = self._push(self._utf8.decode(b"", final=True), final=True)
-        self._buffer, self._started = "", False
+        self._pieces, self._cr, self._started = [], False, False
         self._event, self._data = None, []
         return events
 
@@ -57,17 +60,25 @@ class SSEDecoder:
         if not self._started and text:
             self._started = True
             text = text.removeprefix("\ufeff")
-        buffer = self._buffer + text
+        if self._cr:
+            text = "\r" + text  # one character more: the CR waits for its chunk to say its end
+            self._cr = False
+        if text.endswith("\r") and not final:
+            text, self._cr = text[:-1], True
         events: list[SSEEvent] = []
         start = 0
-        for end in _EOL.finditer(buffer):
-            if end.group() == "\r" and end.end() == len(buffer) and not final:
-                break
-            event = self._line(buffer[start : end.start()])
+        for end in _EOL.finditer(text):
+            line = text[start : end.start()]
+            if self._pieces:
+                self._pieces.append(line)
+                line = "".join(self._pieces)
+                self._pieces = []
+            event = self._line(line)
             if event is not None:
                 events.append(event)
             start = end.end()
-        self._buffer = buffer[start:]
+        if start < len(text):
+            self._pieces.append(text[start:])
         return events
 
     def _line(self, line: str) -> SSEEvent | None:
@@ -102,17 +113,15 @@ def events_json(text: str) -> list[dict[str, Any]]:
     """The JSON objects carried by the `data:` of each event, skipping `[DONE]` and empty data.
 
     Raises:
-        DecodeError: an event's data is not a JSON object (path `events[i].data`).
+        DecodeError: an event's data is not a JSON object, or nests deeper than Python can
+            follow (path `events[i].data`).
     """
     payloads: list[dict[str, Any]] = []
     for index, event in enumerate(parse_sse(text)):
         if event.data in ("", "[DONE]"):
             continue
         path = f"events[{index}].data"
-        try:
-            payload = json.loads(event.data)
-        except json.JSONDecodeError as err:
-            raise DecodeError(path, f"not JSON ({err.msg}): {event.data[:80]!r}") from None
+        payload = json_value(event.data, path)
         if not isinstance(payload, dict):
             raise DecodeError(path, f"expected a JSON object, got {type(payload).__name__}")
         payloads.append(payload)

@@ -56,7 +56,16 @@ if TYPE_CHECKING:
 FORMAT: Literal["turnstile-trace/1"] = "turnstile-trace/1"
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
-KEPT_HEADERS = frozenset({"content-type", "request-id", "x-request-id", "x-should-retry"})
+KEPT_HEADERS = frozenset(
+    {
+        "content-type",
+        "request-id",
+        "x-request-id",
+        "x-should-retry",
+        "retry-after",
+        "retry-after-ms",
+    }
+)
 """The only response headers a recording keeps; everything else may identify an account."""
 
 _CHUNK_SIZES = (1, 2, 3, 5, 7, 11, 13, 17)

@@ -1,9 +1,15 @@
-"""What the three codecs share: typed fields, split surrogates, argument text, retryable kinds.
+"""What the three codecs share: typed fields, bounded numbers, kept values, argument text.
 
 Fields follow one rule, whatever the format. `field` reads one the API always sends: absent,
 it is `DecodeError(path, "missing")`; of another type (null included), `DecodeError(path,
 "expected a string, got 3")`. `optional` reads one that may be absent or null, which gives its
 default; another type is the same error. `path` names the place in the body (`content[1].id`).
+
+Numbers off the wire are bounded by what they stand for: an `index` may point at most one past
+what the reply has so far (the next item), a `count` of tokens is between 0 and `MAX_COUNT`; so
+no number, however large, makes the codecs allocate beyond the input's own size. A value a reply
+keeps as it came (tool arguments, provider data) nests at most `MAX_DEPTH` levels (`kept`), so
+whatever reads it later (the run's record, a tool, the next request) never runs out of stack.
 
 Arguments text becomes a `ToolCall` by one rule too (`tool_call`), including a call cut off by
 max tokens; each format only says which of its calls were cut.
@@ -12,14 +18,20 @@ max tokens; each format only says which of its calls were cut.
 from __future__ import annotations
 
 __all__ = [
-    "RETRYABLE",
-    "Pieces",
+    "MAX_COUNT",
+    "MAX_DEPTH",
+    "count",
     "expect",
     "field",
-    "heal",
+    "index",
     "json_object",
+    "json_value",
+    "kept",
     "optional",
+    "reply",
     "salvage",
+    "shallow",
+    "shown",
     "tool_call",
     "tool_call_id",
 ]
@@ -30,34 +42,21 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from turnstile.core import ToolCall
+from turnstile.core import ModelResponse, ModelStop, Part, Text, Thinking, ToolCall, Usage
 
 from ._errors import DecodeError
+from ._text import heal
 
 T = TypeVar("T")
 
-RETRYABLE = frozenset(
-    {
-        # Anthropic's types for 429, 500, 504 and 529
-        "rate_limit_error",
-        "api_error",
-        "timeout_error",
-        "overloaded_error",
-        # OpenAI's: the type of a 5xx, the code of a 429 for requests or tokens per minute
-        # (`insufficient_quota`, also a 429, will not pass by itself), and the codes a failed
-        # response or an error event carries for the same troubles
-        "server_error",
-        "rate_limit_exceeded",
-        "server_is_overloaded",
-        "service_unavailable_error",
-        "vector_store_timeout",
-    }
-)
-"""The error kinds (an error body's type or code) that asking again may cure."""
+MAX_DEPTH = 100
+"""How deep a value a reply keeps may nest: replies nest a dozen levels, tool arguments a few."""
+MAX_COUNT = 2**53
+"""The largest token count accepted (any larger is no count a model could have spent)."""
 
 _KINDS = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
 _MISSING: Any = object()
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SELF_DELIMITED = ('"', "]", "}", "true", "false", "null")
 
 
@@ -93,68 +92,168 @@ def _checked(value: Any, kind: type[T], path: str, key: str | None) -> T:
     wanted = Mapping if kind is dict else kind  # an object may be any mapping
     fits = isinstance(value, wanted) and not (kind is int and isinstance(value, bool))
     if not fits:
-        shown = json.dumps(value, ensure_ascii=False, default=repr)[:40]
-        raise DecodeError(where, f"expected {_KINDS[kind]}, got {shown}")
+        raise DecodeError(where, f"expected {_KINDS[kind]}, got {shown(value)}")
+    return value
+
+
+def shown(value: Any) -> str:
+    """The start of `value` as JSON, for a message (a value nested too deep to write shows as
+    its first brackets)."""
+    if isinstance(value, dict | list) and not shallow(value, 8):
+        return ("[" if isinstance(value, list) else "{") * 8 + "…"
+    return json.dumps(value, ensure_ascii=False, default=repr)[:40]
+
+
+def index(obj: Mapping[str, Any], key: str, path: str, limit: int) -> int:
+    """`obj[key]`, an index into what the reply has so far, which may be at most `limit` (one
+    past the last, for the next item)."""
+    value = field(obj, key, int, path)
+    if not 0 <= value <= limit:
+        where = f"{path}.{key}" if path else key
+        raise DecodeError(where, f"expected an index from 0 to {limit}, got {value}")
+    return value
+
+
+def count(obj: Mapping[str, Any], key: str, path: str, default: int | None = None) -> int:
+    """`obj[key]`, a count of tokens: 0 to `MAX_COUNT`. With a `default`, the key may be absent
+    or null."""
+    if default is None:
+        value = field(obj, key, int, path)
+    else:
+        value = optional(obj, key, int, path, default)
+    if not 0 <= value <= MAX_COUNT:
+        where = f"{path}.{key}" if path else key
+        raise DecodeError(where, f"expected a count from 0 to 2**53, got {value}")
+    return value
+
+
+def shallow(value: Any, depth: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests at most `depth` levels of arrays and objects (walked without
+    recursion, so a value of any depth can be asked about)."""
+    stack = [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if level == depth:
+            return False
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return True
+
+
+def kept(value: Any, path: str) -> Any:
+    """A copy of `value`, a JSON value the reply keeps (a call's arguments, an item sent back
+    verbatim), with its strings healed (`heal`), keys included. Its arrays and objects are new,
+    so the caller's body may change without changing the reply.
+
+    Raises `DecodeError` when it nests deeper than `MAX_DEPTH`.
+    """
+    if not shallow(value):
+        raise DecodeError(path, f"nested deeper than {MAX_DEPTH} levels")
+    return _copied(value)
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, str):
+        return heal(value)
+    if isinstance(value, dict):
+        return {heal(k) if type(k) is str else k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
     return value
 
 
 def tool_call_id(obj: Mapping[str, Any], key: str, path: str) -> str:
-    """A tool call's id, which its result must quote, so it may not be empty."""
+    """A tool call's id, which its result must quote, so it may not be empty (healed text)."""
     value = field(obj, key, str, path)
     if not value:
         raise DecodeError(f"{path}.{key}" if path else key, "empty, so no result could quote it")
-    return value
+    return heal(value)
 
 
-# -- text that arrives in pieces -------------------------------------------------------------------
+# -- the reply -------------------------------------------------------------------------------------
 
 
-def heal(text: str) -> str:
-    """`text` with each pair of UTF-16 surrogates (a character whose halves arrived apart, each
-    as a `\\uXXXX` escape) joined into that character; a lone half stays as it is."""
-    if _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+def reply(
+    content: list[Part], stop: ModelStop, usage: Usage, raw_stop: str | None = None
+) -> ModelResponse:
+    """The neutral reply, as a run can keep it: its text healed (`heal`), and no two tool calls
+    with one id, which their results could not tell apart (`DecodeError`)."""
+    parts = [_healed(part) for part in content]
+    ids: set[str] = set()
+    for part in parts:
+        if type(part) is ToolCall:
+            if part.id in ids:
+                raise DecodeError("", f"two tool calls with id {part.id!r}")
+            ids.add(part.id)
+    return ModelResponse(parts, stop, usage, None if raw_stop is None else heal(raw_stop))
 
 
-class Pieces:
-    """Text arriving in fragments. A high surrogate ending a fragment waits for its low half, so
-    a character split between the UTF-16 code units of its escape (`\\ud83d` + `\\ude00`) is
-    joined again instead of showing as two lone code points."""
-
-    __slots__ = ("_held", "_pieces")
-
-    def __init__(self) -> None:
-        self._pieces: list[str] = []
-        self._held = ""
-
-    def __bool__(self) -> bool:
-        return bool(self._pieces or self._held)
-
-    def add(self, fragment: str) -> str:
-        """Take a fragment; return the part of it that can be shown now."""
-        fragment, self._held = self._held + fragment, ""
-        if fragment and "\ud800" <= fragment[-1] <= "\udbff":
-            fragment, self._held = fragment[:-1], fragment[-1]
-        fragment = heal(fragment)
-        if fragment:
-            self._pieces.append(fragment)
-        return fragment
-
-    def text(self) -> str:
-        return "".join(self._pieces) + self._held
+def _healed(part: Part) -> Part:
+    """`part` with its own strings healed (arguments and provider data are `kept` when read)."""
+    if type(part) is Text:
+        text = heal(part.text)
+        return part if text is part.text else msgspec.structs.replace(part, text=text)
+    if type(part) is Thinking:
+        text, signature = heal(part.text), part.signature and heal(part.signature)
+        if text is part.text and signature is part.signature:
+            return part
+        return msgspec.structs.replace(part, text=text, signature=signature)
+    call: ToolCall = part  # type: ignore[assignment]
+    call_id, name = heal(call.id), heal(call.name)
+    raw = call.raw_arguments and heal(call.raw_arguments)
+    if call_id is call.id and name is call.name and raw is call.raw_arguments:
+        return call
+    return msgspec.structs.replace(call, id=call_id, name=name, raw_arguments=raw)
 
 
 # -- tool calls ------------------------------------------------------------------------------------
 
 
 def json_object(text: str) -> dict[str, Any] | None:
-    """The members of the JSON object `text` holds, or None when it holds none (blank included)."""
+    """The members of the JSON object `text` holds, or None when it holds none (blank included),
+    or when it nests deeper than `MAX_DEPTH`. Its strings are healed (`heal`): an escaped lone
+    surrogate, which strict JSON parsers refuse, is U+FFFD as a raw one is."""
     try:
-        value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+        value = msgspec.json.decode(heal(text))
+    except RecursionError:
         return None
-    return value if type(value) is dict else None
+    except msgspec.DecodeError:
+        if _SURROGATE_ESCAPE.search(text) is None:
+            return None
+        try:  # Python's parser takes the escape of a lone surrogate, and its strings heal
+            value = json.loads(text, parse_constant=_not_json)
+        except (ValueError, RecursionError):
+            return None
+        return _copied(value) if type(value) is dict and shallow(value) else None
+    if type(value) is not dict:
+        return None
+    if text.count("[") + text.count("{") > MAX_DEPTH and not shallow(value):
+        return None
+    return value
+
+
+def json_value(data: str | bytes, path: str) -> Any:
+    """`data` read as JSON by Python's parser, which keeps an escaped lone surrogate (the half of
+    a character a stream delta may end with) for the codecs to join or heal.
+
+    Raises `DecodeError(path)` when it is not JSON, or nests deeper than Python can follow.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise DecodeError(path, "JSON nested deeper than Python can follow") from None
+    except ValueError:
+        text = data if isinstance(data, str) else data[:80].decode("utf-8", errors="replace")
+        raise DecodeError(path, f"not JSON: {text[:80]!r}") from None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def tool_call(
@@ -167,6 +266,7 @@ def tool_call(
     the model was writing it) is `complete=False`; unless its text is a whole object, it keeps
     that text in `raw_arguments` (blank included) and the members `salvage` proves whole.
     """
+    text = heal(text)
     value = json_object(text)
     if value is not None:
         return ToolCall(call_id, name, value, complete=not cut, provider_data=provider_data)

@@ -34,7 +34,19 @@ from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
-from ._wire import RETRYABLE, expect, field, heal, optional, tool_call, tool_call_id
+from ._failures import error_failure
+from ._text import Pieces, heal
+from ._wire import (
+    count,
+    expect,
+    field,
+    kept,
+    optional,
+    reply,
+    shallow,
+    tool_call,
+    tool_call_id,
+)
 
 _STOPS = {
     "end_turn": ModelStop.end_turn,
@@ -176,7 +188,8 @@ def decode(body: dict[str, Any]) -> ModelResponse:
 
     Raises `ProviderError` for an error body and `DecodeError` (naming the path) for a body
     without a documented field: `content`, a block's `type`, `text`, `id`, ..., `stop_reason`,
-    `usage.input_tokens`, `usage.output_tokens`.
+    `usage.input_tokens`, `usage.output_tokens`; or with a token count out of range, a tool
+    input nested deeper than `_wire.MAX_DEPTH`, two tool calls with one id.
     """
     return _decode(body, {})
 
@@ -184,7 +197,7 @@ def decode(body: dict[str, Any]) -> ModelResponse:
 def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
     expect(body, dict, "")
     if body.get("type") == "error":
-        raise _provider_error(body.get("error"))
+        raise _failure(body.get("error"))
     blocks = field(body, "content", list, "")
     raw_stop = field(body, "stop_reason", str, "")
     cut = raw_stop in _TRUNCATING
@@ -196,7 +209,7 @@ def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
             parts.append(part)
     stop = _STOPS.get(raw_stop, ModelStop.other)
     usage = _usage(field(body, "usage", dict, ""))
-    return ModelResponse(parts, stop, usage, None if raw_stop == stop.value else raw_stop)
+    return reply(parts, stop, usage, None if raw_stop == stop.value else raw_stop)
 
 
 def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None:
@@ -207,7 +220,8 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None
         signature = optional(block, "signature", str, path, "")
         return Thinking(field(block, "thinking", str, path), signature=signature or None)
     if kind == "redacted_thinking":
-        return Thinking("", redacted=True, provider_data={"data": field(block, "data", str, path)})
+        data = heal(field(block, "data", str, path))
+        return Thinking("", redacted=True, provider_data={"data": data})
     if kind == "tool_use":
         return _tool_call(block, path, streamed, cut)
     return None
@@ -219,42 +233,37 @@ def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool
     if streamed is None:
         if "input" not in block:
             raise DecodeError(f"{path}.input", "missing")
-        value = block["input"]
+        value = kept(block["input"], f"{path}.input")
     else:
         try:
             value = json.loads(streamed)  # as the body's `input` would have been read
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python follows
             return tool_call(call_id, name, streamed, cut=cut)
+        if not shallow(value):
+            return tool_call(call_id, name, streamed, cut=cut)
+        value = kept(value, f"{path}.input")
     if isinstance(value, dict):
         return ToolCall(call_id, name, value, complete=not cut)
     return tool_call(call_id, name, json.dumps(value, ensure_ascii=False), cut=cut)
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    fresh = field(usage, "input_tokens", int, "usage")
-    output = field(usage, "output_tokens", int, "usage")
-    read = optional(usage, "cache_read_input_tokens", int, "usage", 0)
-    write = optional(usage, "cache_creation_input_tokens", int, "usage", 0)
+    fresh = count(usage, "input_tokens", "usage")
+    output = count(usage, "output_tokens", "usage")
+    read = count(usage, "cache_read_input_tokens", "usage", 0)
+    write = count(usage, "cache_creation_input_tokens", "usage", 0)
     details = optional(usage, "output_tokens_details", dict, "usage", {})
-    reasoning = optional(details, "thinking_tokens", int, "usage.output_tokens_details", 0)
+    reasoning = count(details, "thinking_tokens", "usage.output_tokens_details", 0)
     return Usage(fresh + read + write, output, read, write, reasoning)
 
 
-def _provider_error(error: Any) -> ProviderError:
+def _failure(error: Any) -> ProviderError:
     """The error the API reported; retryable for the transient types the API docs list
-    (429, 500, 504, 529), except a spend limit, which no retry will lift."""
+    (429, 500, 504, 529), except a spend limit or billing, which no retry will lift."""
     if not isinstance(error, dict):
         raise DecodeError("error", "an error body without an error object")
-    kind = field(error, "type", str, "error")
-    message = error.get("message")
-    details = error.get("details")
-    code = details.get("error_code") if isinstance(details, dict) else None
-    spent = isinstance(code, str) and code.endswith("spend_limit_reached")
-    return ProviderError(
-        kind,
-        message if isinstance(message, str) else "",
-        retryable=kind in RETRYABLE and not spent,
-    )
+    field(error, "type", str, "error")
+    return error_failure(error, unexplained=False, keys=("type",))
 
 
 # -- streaming -------------------------------------------------------------------------------------
@@ -281,6 +290,7 @@ class StreamAccumulator:
         "_fragments",
         "_message",
         "_parts",
+        "_shown",
         "_stop",
         "_texts",
         "_usage",
@@ -292,8 +302,9 @@ class StreamAccumulator:
         self._usage: dict[str, Any] = {}
         self._blocks: list[dict[str, Any]] = []
         self._parts: list[int | None] = []  # the part index of each block, None when skipped
-        self._fragments: dict[int, list[str]] = {}
-        self._texts: dict[int, list[str]] = {}  # text or thinking pieces by block
+        self._shown = 0  # the parts so far: blocks of a kind the reply keeps
+        self._fragments: dict[int, Pieces] = {}  # a tool_use's JSON text, once a delta came
+        self._texts: dict[int, Pieces] = {}  # the text or thinking of a block
         self._done = False
         self._error: ProviderError | None = None
 
@@ -304,7 +315,7 @@ class StreamAccumulator:
             raise self._error
         kind = field(expect(event, dict, ""), "type", str, "")
         if kind == "error":
-            self._error = _provider_error(event.get("error"))
+            self._error = _failure(event.get("error"))
             raise self._error
         if kind == "message_start":
             return self._start(field(event, "message", dict, kind))
@@ -331,11 +342,14 @@ class StreamAccumulator:
             )
         for index, pieces in self._texts.items():
             block = self._blocks[index]
-            block[_BLOCK_TEXT[block["type"]]] = "".join(pieces)
-        blocks = [_healed(b) for b in self._blocks]
-        body = {**self._message, "content": blocks, "stop_reason": self._stop, "usage": self._usage}
-        streamed = {i: heal("".join(f)) for i, f in self._fragments.items()}
-        return _decode(body, streamed)
+            block[_BLOCK_TEXT[block["type"]]] = pieces.text()
+        body = {
+            **self._message,
+            "content": self._blocks,
+            "stop_reason": self._stop,
+            "usage": self._usage,
+        }
+        return _decode(body, {i: f.text() for i, f in self._fragments.items()})
 
     def _start(self, message: dict[str, Any]) -> list[Delta]:
         if self._message is not None:
@@ -344,8 +358,8 @@ class StreamAccumulator:
         self._stop = message.get("stop_reason")
         self._usage = dict(message["usage"]) if isinstance(message.get("usage"), dict) else {}
         deltas: list[Delta] = []
-        for block in field(message, "content", list, "message"):
-            deltas += self._add(block)
+        for i, block in enumerate(field(message, "content", list, "message")):
+            deltas += self._add(expect(block, dict, f"message.content[{i}]"))
         return deltas
 
     def _open(self, event: dict[str, Any]) -> list[Delta]:
@@ -357,21 +371,25 @@ class StreamAccumulator:
     def _add(self, block: dict[str, Any]) -> list[Delta]:
         index = len(self._blocks)
         path = f"content[{index}]"
-        kind = field(block, "type", str, path)
         block = dict(block)
-        self._blocks.append(block)
+        kind = field(block, "type", str, path)
         known = kind in ("text", "thinking", "redacted_thinking", "tool_use")
-        part = sum(p is not None for p in self._parts) if known else None
+        part = self._shown if known else None
+        if kind == "tool_use":  # the deltas quote them: healed, as the reply's are
+            block["id"] = call_id = tool_call_id(block, "id", path)
+            block["name"] = name = heal(field(block, "name", str, path))
+        elif kind in _BLOCK_TEXT:
+            pieces = self._texts[index] = Pieces()
+            shown = pieces.add(field(block, _BLOCK_TEXT[kind], str, path))
+        self._blocks.append(block)
         self._parts.append(part)
         if part is None:
             return []
+        self._shown += 1
         if kind == "tool_use":
-            call_id = tool_call_id(block, "id", path)
-            return [ArgumentsDelta(part, call_id, field(block, "name", str, path), "")]
-        if kind == "text" and block.get("text"):
-            return [TextDelta(part, block["text"])]
-        if kind == "thinking" and block.get("thinking"):
-            return [ThinkingDelta(part, block["thinking"])]
+            return [ArgumentsDelta(part, call_id, name, "")]
+        if kind in _BLOCK_TEXT and shown:
+            return [TextDelta(part, shown) if kind == "text" else ThinkingDelta(part, shown)]
         return []
 
     def _delta(self, event: dict[str, Any]) -> list[Delta]:
@@ -388,17 +406,19 @@ class StreamAccumulator:
             raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
         key = _DELTA_FIELD[kind]
         value = field(delta, key, str, "content_block_delta.delta")
-        if kind == "text_delta" or kind == "thinking_delta":
-            # pieces are joined once in result(): `+=` on a dict value would copy every time
-            self._texts.setdefault(index, [block.get(key, "")]).append(value)
-            if not value:
-                return []
-            return [TextDelta(part, value) if kind == "text_delta" else ThinkingDelta(part, value)]
         if kind == "signature_delta":
             block["signature"] = value
             return []
-        self._fragments.setdefault(index, []).append(value)
-        return [ArgumentsDelta(part, block["id"], block["name"], value)] if value else []
+        if kind == "input_json_delta":
+            fragments = self._fragments.get(index)
+            if fragments is None:
+                fragments = self._fragments[index] = Pieces()
+            shown = fragments.add(value)
+            return [ArgumentsDelta(part, block["id"], block["name"], shown)] if shown else []
+        shown = self._texts[index].add(value)  # pieces are joined once, in result()
+        if not shown:
+            return []
+        return [TextDelta(part, shown) if kind == "text_delta" else ThinkingDelta(part, shown)]
 
     def _message_delta(self, event: dict[str, Any]) -> None:
         delta = field(event, "delta", dict, "message_delta")
@@ -422,13 +442,6 @@ _DELTA_FIELD = {
     "signature_delta": "signature",
     "input_json_delta": "partial_json",
 }
-
-
-def _healed(block: dict[str, Any]) -> dict[str, Any]:
-    for key in ("text", "thinking"):
-        if isinstance(block.get(key), str):
-            block = {**block, key: heal(block[key])}
-    return block
 
 
 # -- the client ------------------------------------------------------------------------------------

@@ -46,13 +46,16 @@ from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta
 from ._errors import DecodeError, ProviderError
+from ._failures import error_failure
+from ._text import Pieces, heal
 from ._wire import (
-    RETRYABLE,
-    Pieces,
+    count,
     expect,
     field,
+    index,
     json_object,
     optional,
+    reply,
     tool_call,
     tool_call_id,
 )
@@ -174,17 +177,8 @@ def decode(body: Mapping[str, Any]) -> ModelResponse:
 
 def _raise_error(body: Mapping[str, Any]) -> None:
     error = body.get("error")
-    if error is None:
-        return
-    if not isinstance(error, dict):
-        raise ProviderError("error", str(error), retryable=False)
-    names = [v for v in (error.get("code"), error.get("type")) if isinstance(v, str) and v]
-    message = error.get("message")
-    raise ProviderError(
-        names[0] if names else "error",
-        message if isinstance(message, str) else "the provider reported an error",
-        retryable=not RETRYABLE.isdisjoint(names),
-    )
+    if error is not None:
+        raise error_failure(error, unexplained=False)
 
 
 def _no_function_call(message: Mapping[str, Any], where: str) -> None:
@@ -211,7 +205,7 @@ def _name(function: Mapping[str, Any], where: str) -> str:
     name = field(function, "name", str, where)
     if not name:
         raise DecodeError(f"{where}.name", "empty")
-    return name
+    return heal(name)
 
 
 def _usage(body: Mapping[str, Any]) -> Usage:
@@ -221,11 +215,11 @@ def _usage(body: Mapping[str, Any]) -> Usage:
     completion = optional(usage, "completion_tokens_details", dict, "usage", {})
     at_prompt, at_completion = "usage.prompt_tokens_details", "usage.completion_tokens_details"
     return Usage(
-        input_tokens=optional(usage, "prompt_tokens", int, "usage", 0),
-        output_tokens=optional(usage, "completion_tokens", int, "usage", 0),
-        cache_read_tokens=optional(prompt, "cached_tokens", int, at_prompt, 0),
-        cache_write_tokens=optional(prompt, "cache_write_tokens", int, at_prompt, 0),
-        reasoning_tokens=optional(completion, "reasoning_tokens", int, at_completion, 0),
+        input_tokens=count(usage, "prompt_tokens", "usage", 0),
+        output_tokens=count(usage, "completion_tokens", "usage", 0),
+        cache_read_tokens=count(prompt, "cached_tokens", at_prompt, 0),
+        cache_write_tokens=count(prompt, "cache_write_tokens", at_prompt, 0),
+        reasoning_tokens=count(completion, "reasoning_tokens", at_completion, 0),
     )
 
 
@@ -248,7 +242,7 @@ def _response(
         stop = _STOPS[finish]
     else:
         stop, raw_stop = ModelStop.other, finish
-    return ModelResponse(parts, stop, usage, raw_stop)
+    return reply(parts, stop, usage, raw_stop)
 
 
 # -- streaming -------------------------------------------------------------------------------------
@@ -267,18 +261,23 @@ class StreamAccumulator:
     """Folds the chunks of a streamed completion into one `ModelResponse`.
 
     `feed` takes each parsed `data:` chunk (not `[DONE]`) and returns the deltas it adds; tool
-    call fragments are routed by their `index`, since only the first carries the id and name.
+    call fragments are routed by their `index`, since only the first carries the id and name
+    (calls count from 0 in order: an index past the next call is a `DecodeError`).
     `result()` equals what `decode` gives for the same reply sent whole. A chunk holding an
-    `error` raises `ProviderError`; so does `result()` when no `finish_reason` ever arrived.
+    `error` raises `ProviderError`; so does `result()` when no `finish_reason` ever arrived,
+    unless `done()` said the stream ended with `data: [DONE]`: then the reply is over and its
+    content says why, `tool_calls` when it holds calls, each whole JSON (or blank), `stop` when
+    it holds none (some routers, OpenRouter among them, send no finish_reason for some models).
     """
 
-    __slots__ = ("_calls", "_finish", "_refusal", "_text", "_usage")
+    __slots__ = ("_calls", "_done", "_finish", "_refusal", "_text", "_usage")
 
     def __init__(self) -> None:
         self._text = Pieces()
         self._refusal = Pieces()
-        self._calls: dict[int, _Call] = {}
+        self._calls: list[_Call] = []
         self._finish: str | None = None
+        self._done = False
         self._usage = Usage()
 
     def feed(self, chunk: Mapping[str, Any]) -> list[Delta]:
@@ -293,14 +292,22 @@ class StreamAccumulator:
                 deltas += self._choice(choice, f"choices[{n}]")
         return deltas
 
+    def done(self) -> None:
+        """The stream ended with `data: [DONE]`: the server says nothing more will come."""
+        self._done = True
+
     def result(self) -> ModelResponse:
         """The whole reply; raises `ProviderError` (`incomplete_stream`) if it never finished."""
-        if self._finish is None:
+        calls = [(c.id, c.name, c.arguments.text()) for c in self._calls]
+        finish = self._finish
+        if finish is None and self._done:
+            whole = all(json_object(text) is not None or not text.strip() for *_, text in calls)
+            finish = ("tool_calls" if calls else "stop") if whole else None
+        if finish is None:
             raise ProviderError(
                 "incomplete_stream", "the stream ended before a finish_reason", retryable=True
             )
-        calls = [(c.id, c.name, c.arguments.text()) for _, c in sorted(self._calls.items())]
-        return _response(self._text.text(), self._refusal.text(), calls, self._finish, self._usage)
+        return _response(self._text.text(), self._refusal.text(), calls, finish, self._usage)
 
     def _choice(self, choice: Mapping[str, Any], at: str) -> list[Delta]:
         deltas: list[Delta] = []
@@ -318,19 +325,24 @@ class StreamAccumulator:
         return deltas
 
     def _fragment(self, fragment: Any, where: str) -> list[Delta]:
-        index = field(expect(fragment, dict, where), "index", int, where)
+        """A piece of the call at `index`: calls are numbered from 0 in order, so a fragment
+        names one already begun or the next."""
+        at = index(expect(fragment, dict, where), "index", where, len(self._calls))
         _function_type(fragment, where)
         function = optional(fragment, "function", dict, where, {})
-        call = self._calls.get(index)
-        if call is None:
+        if at == len(self._calls):
             call_id = tool_call_id(fragment, "id", where)
-            call = self._calls[index] = _Call(call_id, _name(function, f"{where}.function"))
-        elif (call_id := optional(fragment, "id", str, where, "")) and call_id != call.id:
-            raise DecodeError(f"{where}.id", f"index {index} already holds call {call.id!r}")
+            call = _Call(call_id, _name(function, f"{where}.function"))
+            self._calls.append(call)
+        else:
+            call = self._calls[at]
+            call_id = optional(fragment, "id", str, where, "")
+            if call_id and call_id != call.id:
+                raise DecodeError(f"{where}.id", f"index {at} already holds call {call.id!r}")
         text = call.arguments.add(optional(function, "arguments", str, f"{where}.function", ""))
         if not text:
             return []
-        part = int(bool(self._text)) + int(bool(self._refusal)) + sorted(self._calls).index(index)
+        part = int(bool(self._text)) + int(bool(self._refusal)) + at
         return [ArgumentsDelta(part, call.id, call.name, text)]
 
 

@@ -9,6 +9,15 @@ A stream's terminal event (`response.completed` / `response.incomplete`) carries
 Response, so the accumulator's result is `decode()` of that body: exact items, usage and status.
 The deltas along the way are for showing progress; at the end they are checked against the
 result, so a UI never showed text that the recorded reply does not contain.
+
+Items the client must answer besides function calls (`local_shell_call`, `shell_call`,
+`apply_patch_call`, `computer_call`, `custom_tool_call`, `mcp_approval_request`, a client-run
+`tool_search_call`) are never routed as `ToolCall`s: turnstile declares only function tools (such
+items come only from tools a caller adds through `tools=` options), and their answers are not a
+tool result's text (a shell's exit code, a patch's status, an approval's yes or no, a
+screenshot). So a completed reply holding one that the same reply does not answer (a hosted shell
+answers its own call) stops with `ModelStop.other` and `raw_stop="requires_action:<item type>"`,
+never `end_turn` or `tool_use`: the API waits for an answer the loop cannot give.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import copy
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from turnstile.core import (
@@ -40,14 +49,17 @@ from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
+from ._failures import error_failure
+from ._text import Pieces, heal
 from ._wire import (
-    RETRYABLE,
-    Pieces,
+    count,
     expect,
     field,
-    heal,
+    index,
     json_object,
+    kept,
     optional,
+    reply,
     tool_call,
     tool_call_id,
 )
@@ -56,6 +68,18 @@ SUMMARY_JOIN = "\n\n"
 _TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
 # Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
 _CALL_FIELDS = ("type", "call_id", "name", "status")
+# An item only the client can answer, other than a function call: the item type answering it,
+# the key of the call it answers, and the call's key that holds that value.
+_ANSWERS = {
+    "local_shell_call": ("local_shell_call_output", "id", "call_id"),
+    "shell_call": ("shell_call_output", "call_id", "call_id"),
+    "apply_patch_call": ("apply_patch_call_output", "call_id", "call_id"),
+    "computer_call": ("computer_call_output", "call_id", "call_id"),
+    "custom_tool_call": ("custom_tool_call_output", "call_id", "call_id"),
+    "mcp_approval_request": ("mcp_approval_response", "approval_request_id", "id"),
+    "tool_search_call": ("tool_search_output", "call_id", "call_id"),
+}
+_ANSWER_KEYS = {answer: key for answer, key, _ in _ANSWERS.values()}
 
 
 # -- encoding --------------------------------------------------------------------------------------
@@ -165,20 +189,27 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
 def decode(body: dict[str, Any]) -> ModelResponse:
     """A Response object as a `ModelResponse`.
 
-    A function call whose item is not `completed` (without a status: the last item of an
-    `incomplete` response) was cut off: `complete=False`, its text in `raw_arguments` and the
-    members certainly whole as `arguments` (a whole JSON object is simply the arguments).
+    A function call whose item is `incomplete`, or which is the last item of a response that
+    did not complete and is not `completed` itself, was cut off: `complete=False`, its text in
+    `raw_arguments` and the members certainly whole as `arguments` (a whole JSON object is
+    simply the arguments). Other calls are whole, whatever their item's status: in a completed
+    response, calls a program the API runs made (programmatic tool calling) stay `in_progress`
+    until their output comes back. An item the loop cannot answer stops the reply with
+    `requires_action:<type>` (see above).
 
-    Raises `ProviderError` for a `failed` response and `DecodeError` (with the offending path) for
-    a body missing what it must have, such as a function call without its `call_id`.
+    Raises `ProviderError` for a `failed` response or an error body (`{"error": {...}}`, as an
+    HTTP error carries it) and `DecodeError` (with the offending path) for a body missing what
+    it must have, such as a function call without its `call_id`.
     """
-    status = field(expect(body, dict, ""), "status", str, "")
+    if "status" not in expect(body, dict, "") and body.get("error") is not None:
+        raise error_failure(body["error"], unexplained=False)
+    status = field(body, "status", str, "")
     if status == "failed":
         raise _failure(body.get("error"))
     output = field(body, "output", list, "")
-    cut = status == "incomplete"
     content: list[Part] = []
     refused = False
+    last = len(output) - 1
     for i, item in enumerate(output):
         where = f"output[{i}]"
         kind = expect(item, dict, where).get("type")
@@ -189,9 +220,37 @@ def decode(body: dict[str, Any]) -> ModelResponse:
             content.extend(texts)
             refused = refused or refusal
         elif kind == "function_call":
-            content.append(_tool_call(item, where, last=cut and i == len(output) - 1))
-    stop, raw_stop = _stop(body, status, refused, any(type(p) is ToolCall for p in content))
-    return ModelResponse(content, stop, _usage(body), raw_stop)
+            cut = _cut(item.get("status"), finished=status == "completed", last=i == last)
+            content.append(_tool_call(item, where, cut=cut))
+    called = any(type(p) is ToolCall for p in content)
+    stop, raw_stop = _stop(body, status, refused, called, _waiting(output))
+    return reply(content, stop, _usage(body), raw_stop)
+
+
+def _cut(status: Any, *, finished: bool, last: bool) -> bool:
+    """Whether a call was cut off: its item says so, or the reply did not complete and the call
+    is its last item, not `completed`."""
+    return status == "incomplete" or (not finished and last and status != "completed")
+
+
+def _waiting(output: list[dict[str, Any]]) -> str | None:
+    """The type of the first item the client must answer that `output` does not answer itself
+    (a hosted shell's output follows its call), or None."""
+    kinds = [item.get("type") for item in output]
+    given = set()
+    for kind, item in zip(kinds, output, strict=True):
+        key = _ANSWER_KEYS.get(kind) if isinstance(kind, str) else None
+        if key is not None and isinstance(item.get(key), str):
+            given.add((kind, item[key]))
+    for kind, item in zip(kinds, output, strict=True):
+        if not isinstance(kind, str) or kind not in _ANSWERS:
+            continue
+        if kind == "tool_search_call" and item.get("execution") != "client":
+            continue  # the server ran it
+        answer, _, key = _ANSWERS[kind]
+        if not isinstance(item.get(key), str) or (answer, item[key]) not in given:
+            return kind
+    return None
 
 
 def _thinking(item: dict[str, Any], where: str) -> Thinking:
@@ -200,7 +259,7 @@ def _thinking(item: dict[str, Any], where: str) -> Thinking:
     for j, entry in enumerate(field(item, "summary", list, where)):
         at = f"{where}.summary[{j}]"
         texts.append(field(expect(entry, dict, at), "text", str, at))
-    return Thinking(SUMMARY_JOIN.join(texts), provider_data=copy.deepcopy(item))
+    return Thinking(SUMMARY_JOIN.join(texts), provider_data=kept(item, where))
 
 
 def _message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
@@ -217,22 +276,22 @@ def _message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
     return texts, refused
 
 
-def _tool_call(item: dict[str, Any], where: str, *, last: bool) -> ToolCall:
+def _tool_call(item: dict[str, Any], where: str, *, cut: bool) -> ToolCall:
     call_id = tool_call_id(item, "call_id", where)
     name = field(item, "name", str, where)
     text = field(item, "arguments", str, where)
-    status = item.get("status")
-    cut = status != "completed" and (status is not None or last)
-    kept = {k: copy.deepcopy(v) for k, v in item.items() if k not in _CALL_FIELDS}
-    return tool_call(call_id, name, text, cut=cut, provider_data=kept)
+    extra = kept({k: v for k, v in item.items() if k not in _CALL_FIELDS}, where)
+    return tool_call(call_id, name, text, cut=cut, provider_data=extra)
 
 
 def _stop(
-    body: dict[str, Any], status: str, refused: bool, called: bool
+    body: dict[str, Any], status: str, refused: bool, called: bool, waiting: str | None
 ) -> tuple[ModelStop, str | None]:
     if status == "completed":
         if refused:
             return ModelStop.refusal, None
+        if waiting is not None:
+            return ModelStop.other, f"requires_action:{waiting}"
         return (ModelStop.tool_use if called else ModelStop.end_turn), None
     if status == "incomplete":
         details = body.get("incomplete_details")
@@ -253,11 +312,11 @@ def _usage(body: dict[str, Any]) -> Usage:
     outputs = optional(usage, "output_tokens_details", dict, "usage", {})
     at_inputs, at_outputs = "usage.input_tokens_details", "usage.output_tokens_details"
     return Usage(
-        input_tokens=field(usage, "input_tokens", int, "usage"),
-        output_tokens=field(usage, "output_tokens", int, "usage"),
-        cache_read_tokens=optional(inputs, "cached_tokens", int, at_inputs, 0),
-        cache_write_tokens=optional(inputs, "cache_write_tokens", int, at_inputs, 0),
-        reasoning_tokens=optional(outputs, "reasoning_tokens", int, at_outputs, 0),
+        input_tokens=count(usage, "input_tokens", "usage"),
+        output_tokens=count(usage, "output_tokens", "usage"),
+        cache_read_tokens=count(inputs, "cached_tokens", at_inputs, 0),
+        cache_write_tokens=count(inputs, "cache_write_tokens", at_inputs, 0),
+        reasoning_tokens=count(outputs, "reasoning_tokens", at_outputs, 0),
     )
 
 
@@ -265,14 +324,11 @@ def _failure(error: Any) -> ProviderError:
     """The `ProviderError` for the error object of a failed response or an `error` event.
 
     Unexplained failures and server-side codes (overloaded, rate limit, server error) are
-    retryable; the rest (invalid prompt, policy, bad image, ...) are not.
+    retryable; the rest (invalid prompt, policy, bad image, quota, ...) are not.
     """
-    if not isinstance(error, dict):
+    if not isinstance(error, Mapping):
         return ProviderError("failed", "the response failed without saying why", retryable=True)
-    code, kind = error.get("code"), error.get("type")
-    retryable = (code is None and kind is None) or code in RETRYABLE or kind in RETRYABLE
-    message = error.get("message") or "no message"
-    return ProviderError(str(code or kind or "error"), str(message), retryable=retryable)
+    return error_failure(error, unexplained=True)
 
 
 # -- streaming -------------------------------------------------------------------------------------
@@ -300,6 +356,7 @@ class StreamAccumulator:
         self._calls: dict[str, tuple[int, str, str]] = {}  # fc item id -> index, call_id, name
         self._call_at: dict[int, tuple[int, str, str]] = {}  # output_index -> the same
         self._summaries: dict[int, int] = {}  # output_index -> summary parts announced
+        self._contents: dict[int, int] = {}  # output_index -> content parts begun
         self._opened: set[int] = set()
         self._done_items: dict[int, dict[str, Any]] = {}
         self._result: ModelResponse | None = None
@@ -315,31 +372,33 @@ class StreamAccumulator:
             return []
         match expect(event, dict, "").get("type"):
             case "response.output_item.added":
-                at, item = _index(event, "output_index"), field(event, "item", dict, "")
+                at, item = self._item(event), field(event, "item", dict, "")
                 self._opened.add(at)
                 return self._open(at, item)
             case "response.output_item.done":
-                at, item = _index(event, "output_index"), field(event, "item", dict, "")
+                at, item = self._item(event), field(event, "item", dict, "")
                 deltas = [] if at in self._opened else self._open(at, item)
                 self._opened.add(at)
-                self._done_items[at] = copy.deepcopy(item)
+                self._done_items[at] = kept(item, "item")
                 return deltas
             case "response.content_part.added":
-                at, ci = _index(event, "output_index"), _index(event, "content_index")
-                return self._text_part(at, ci, event.get("part"))
+                at = self._item(event)
+                return self._text_part(at, self._content(event, at), event.get("part"))
             case "response.output_text.delta" | "response.refusal.delta":
-                at, ci = _index(event, "output_index"), _index(event, "content_index")
-                index = self._parts.get((at, ci))
-                if index is None:
-                    index = self._new((at, ci), Text)
-                return self._emit(index, field(event, "delta", str, ""), TextDelta)
+                at = self._item(event)
+                ci = self._content(event, at)
+                part = self._parts.get((at, ci))
+                if part is None:
+                    part = self._new((at, ci), Text)
+                return self._emit(part, field(event, "delta", str, ""), TextDelta)
             case "response.function_call_arguments.delta":
                 return self._arguments(event)
             case "response.reasoning_summary_part.added":
-                at, si = _index(event, "output_index"), _index(event, "summary_index")
-                return self._summary(at, si, "")
+                at = self._item(event)
+                return self._summary(at, self._summary_index(event, at), "")
             case "response.reasoning_summary_text.delta":
-                at, si = _index(event, "output_index"), _index(event, "summary_index")
+                at = self._item(event)
+                si = self._summary_index(event, at)
                 return self._summary(at, si, field(event, "delta", str, ""))
             case "response.completed" | "response.incomplete":
                 self._result = self._finish(field(event, "response", dict, ""))
@@ -371,9 +430,23 @@ class StreamAccumulator:
             )
         return self._result
 
+    # -- indices: each names a thing begun, or the next one --------------------------------------
+
+    def _item(self, event: dict[str, Any]) -> int:
+        return index(event, "output_index", "", len(self._opened))
+
+    def _content(self, event: dict[str, Any], at: int) -> int:
+        return index(event, "content_index", "", self._contents.get(at, 0))
+
+    def _summary_index(self, event: dict[str, Any], at: int) -> int:
+        return index(event, "summary_index", "", self._summaries.get(at, 0))
+
     # -- building parts ------------------------------------------------------------------------
 
     def _new(self, key: tuple[int, int], kind: type) -> int:
+        at, ci = key
+        if ci >= 0:
+            self._contents[at] = max(self._contents.get(at, 0), ci + 1)
         self._parts[key] = len(self._kinds)
         self._kinds.append(kind)
         self._shown.append(Pieces())
@@ -388,7 +461,8 @@ class StreamAccumulator:
         kind = item.get("type")
         if kind == "function_call":
             call_id = tool_call_id(item, "call_id", "item")
-            call = (self._new((at, -1), ToolCall), call_id, field(item, "name", str, "item"))
+            name = heal(field(item, "name", str, "item"))
+            call = (self._new((at, -1), ToolCall), call_id, name)
             self._call_at[at] = call
             if isinstance(item.get("id"), str):
                 self._calls[item["id"]] = call
@@ -421,7 +495,7 @@ class StreamAccumulator:
         item_id = event.get("item_id")
         call = self._calls.get(item_id) if isinstance(item_id, str) else None
         if call is None:
-            call = self._call_at.get(_index(event, "output_index"))
+            call = self._call_at.get(self._item(event))
         if call is None:
             raise DecodeError("item_id", "arguments for a function call that was never opened")
         return self._emit_arguments(call, field(event, "delta", str, ""))
@@ -432,14 +506,14 @@ class StreamAccumulator:
 
     def _summary(self, at: int, si: int, fragment: str) -> list[Delta]:
         """Summary text; parts after the first start with the separator `decode` joins with."""
-        index = self._parts.get((at, -1))
-        if index is None or self._kinds[index] is not Thinking:
+        part = self._parts.get((at, -1))
+        if part is None or self._kinds[part] is not Thinking:
             raise DecodeError("output_index", "summary text for a reasoning item never opened")
         announced = self._summaries.get(at, 0)
-        if si >= announced:
+        if si >= announced:  # the next part (`_summary_index` allows no later one)
             fragment = SUMMARY_JOIN * (si + 1 - max(announced, 1)) + fragment
             self._summaries[at] = si + 1
-        return self._emit(index, fragment, ThinkingDelta)
+        return self._emit(part, fragment, ThinkingDelta)
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -449,20 +523,13 @@ class StreamAccumulator:
                 raise DecodeError("output", "empty, and the stream left items unfinished")
             response = {**response, "output": [self._done_items[i] for i in sorted(self._opened)]}
         result = decode(response)
-        for index, kind in enumerate(self._kinds):
-            if index >= len(result.content) or type(result.content[index]) is not kind:
-                raise DecodeError("output", f"the stream built part {index}, which the reply lacks")
-            shown = heal(self._shown[index].text())
-            if not _visible(result.content[index]).startswith(shown):
-                raise DecodeError("output", f"part {index} differs from what the stream showed")
+        for n, kind in enumerate(self._kinds):
+            if n >= len(result.content) or type(result.content[n]) is not kind:
+                raise DecodeError("output", f"the stream built part {n}, which the reply lacks")
+            shown = self._shown[n].text()
+            if not _visible(result.content[n]).startswith(shown):
+                raise DecodeError("output", f"part {n} differs from what the stream showed")
         return result
-
-
-def _index(event: dict[str, Any], key: str) -> int:
-    value = field(event, key, int, "")
-    if value < 0:
-        raise DecodeError(key, f"expected an index, got {value}")
-    return value
 
 
 # -- the client ------------------------------------------------------------------------------------

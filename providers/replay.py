@@ -42,8 +42,7 @@ from turnstile.core import (
 )
 
 from . import anthropic_messages, openai_chat, openai_responses
-from ._client import WireClient
-from ._sse import events_json
+from ._client import StreamReader, WireClient
 from ._transport import (
     AsyncRecordingTransport,
     AsyncReplayTransport,
@@ -158,11 +157,10 @@ def _recorded_calls(trace: Trace) -> list[ToolCall]:
         if response.status != 200:
             continue
         try:
-            if response.sse is not None:
-                accumulator = wire.accumulator()
-                for event in events_json(response.sse):
-                    accumulator.feed(event)
-                reply: ModelResponse = accumulator.result()
+            if response.sse is not None:  # read as the client reads it, [DONE] included
+                reader = StreamReader(wire)
+                reader.feed(response.sse.encode())
+                reply: ModelResponse = reader.result()
             else:
                 reply = wire.decode(response.body)
         except TurnstileError:  # an error reply, a failed stream: no call of it ever ran

@@ -40,9 +40,11 @@ from turnstile.core import (
     UserMessage,
 )
 from turnstile.providers import openai_chat
+from turnstile.providers._client import StreamReader
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._sse import events_json
+from turnstile.providers.replay import RecordedTools, Trace
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "openai-chat"
 WEATHER = ToolSpec(
@@ -552,8 +554,8 @@ def test_stream_routes_interleaved_tool_fragments_by_index() -> None:
 
 def test_stream_puts_text_first_then_tool_calls_in_index_order() -> None:
     chunks = [
-        chunk({"tool_calls": [opening(1, "call_b", "g", "{}")]}),
         chunk({"tool_calls": [opening(0, "call_a", "f", "{}")]}),
+        chunk({"tool_calls": [opening(1, "call_b", "g", "{}")]}),
         chunk({"content": "late text"}),
         chunk({}, "tool_calls"),
     ]
@@ -1009,3 +1011,82 @@ def test_a_caller_changing_a_body_s_own_containers_leaves_the_next_body_alone() 
     ledger.append(ToolResults([ToolResult(call.id, "26")]))
     assert view_body(ledger, 3, cache) == whole_body(ledger)
     assert view_body(ledger, 2, cache) == whole_body(ledger[:2])
+
+
+# -- a stream that ends with [DONE] but never says why -------------------------------------------
+
+
+def read_stream(chunks: list[dict[str, Any]], *, done: bool) -> ModelResponse:
+    """The reply the client reads from `chunks` sent as an event stream, with or without the
+    closing `data: [DONE]`."""
+    sse = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
+    reader = StreamReader(openai_chat.Client.wire)
+    reader.feed((sse + ("data: [DONE]\n\n" if done else "")).encode())
+    return reader.result()
+
+
+def test_done_after_whole_tool_calls_without_a_finish_reason_is_tool_use() -> None:
+    """OpenRouter sends no finish_reason before [DONE] for some upstreams: [DONE] says the
+    reply is over, and whole calls say why."""
+    calls = [
+        chunk({"role": "assistant", "content": "查一下。"}),
+        chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": ')]}),
+        chunk({"tool_calls": [more(0, '"北京"}')]}),
+        chunk({"tool_calls": [opening(1, "call_b", "get_weather", '{"city": "上海"}')]}),
+        chunk(None, usage={"prompt_tokens": 10, "completion_tokens": 5}),
+    ]
+    reply = read_stream(calls, done=True)
+    assert reply == ModelResponse(
+        [
+            Text("查一下。"),
+            ToolCall("call_a", "get_weather", {"city": "北京"}),
+            ToolCall("call_b", "get_weather", {"city": "上海"}),
+        ],
+        ModelStop.tool_use,
+        Usage(10, 5),
+    )
+    text = read_stream([chunk({"content": "上海更暖和。"})], done=True)
+    assert (text.content, text.stop) == ([Text("上海更暖和。")], ModelStop.end_turn)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "done"),
+    [
+        ([chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": "北京"}')]})], False),
+        ([chunk({"content": "上海更"})], False),
+        ([chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": "北')]})], True),
+    ],
+)
+def test_a_stream_without_a_finish_reason_is_still_incomplete_unless_done_and_whole(
+    chunks: list[dict[str, Any]], done: bool
+) -> None:
+    with pytest.raises(ProviderError) as raised:
+        read_stream(chunks, done=done)
+    assert (raised.value.kind, raised.value.retryable) == ("incomplete_stream", True)
+
+
+def test_recorded_tools_find_the_calls_of_a_stream_that_ended_with_done_alone() -> None:
+    calls = [chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": "北京"}')]})]
+    sse = "".join(f"data: {json.dumps(c)}\n\n" for c in calls) + "data: [DONE]\n\n"
+    trace = msgspec.convert(
+        {
+            "provider": "openai-chat",
+            "hand_written": True,
+            "loop": {
+                "model": "m",
+                "prompt": "北京呢?",
+                "stream": True,
+                "tool_outputs": {"call_a": {"content": "26°C"}},
+            },
+            "exchanges": [
+                {
+                    "request": {"method": "POST", "path": "/v1/chat/completions", "body": {}},
+                    "response": {"status": 200, "sse": sse},
+                }
+            ],
+        },
+        Trace,
+    )
+    tools = RecordedTools(trace)
+    assert tools.run("get_weather", {"city": "北京"}).content == "26°C"
+    assert tools.unrecorded == []

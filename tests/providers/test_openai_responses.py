@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
 from pydantic import TypeAdapter
 from turnstile.core import (
     AssistantMessage,
@@ -45,6 +45,7 @@ from turnstile.providers.openai_responses import StreamAccumulator, decode, enco
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "openai-responses"
 TRACES = sorted(p.name for p in FIXTURES.glob("*.json"))
 EVENT = TypeAdapter(ResponseStreamEvent)
+OUTPUT_ITEM = TypeAdapter(ResponseOutputItem)
 WEATHER = ToolSpec(
     "get_weather",
     "查询城市的实时天气",
@@ -1257,3 +1258,119 @@ def test_reasoning_items_in_bodies_are_copies_of_the_message_s_own() -> None:
     assert item == thinking.provider_data
     assert item is not thinking.provider_data
     assert item["summary"] is not thinking.provider_data["summary"]
+
+
+# -- items only the client can answer, and calls a program made ----------------------------------
+
+CLIENT_ITEMS = {
+    "local_shell_call": {
+        "id": "lsh_1",
+        "call_id": "call_l",
+        "status": "completed",
+        "action": {"type": "exec", "command": ["ls", "-l"], "env": {}},
+    },
+    "shell_call": {
+        "id": "sh_1",
+        "call_id": "call_s",
+        "status": "completed",
+        "action": {"commands": ["ls"], "timeout_ms": 1000, "max_output_length": 4096},
+    },
+    "apply_patch_call": {
+        "id": "ap_1",
+        "call_id": "call_a",
+        "status": "completed",
+        "operation": {"type": "update_file", "path": "a.py", "diff": "@@ -1 +1 @@\n-a\n+b"},
+    },
+    "mcp_approval_request": {
+        "id": "mcpr_1",
+        "name": "delete_repo",
+        "arguments": '{"repo": "x"}',
+        "server_label": "github",
+    },
+    "custom_tool_call": {"id": "ctc_1", "call_id": "call_c", "name": "grammar", "input": "x"},
+    "computer_call": {
+        "id": "cu_1",
+        "call_id": "call_u",
+        "status": "completed",
+        "action": {"type": "screenshot"},
+        "pending_safety_checks": [],
+    },
+    "tool_search_call": {
+        "id": "ts_1",
+        "call_id": "call_t",
+        "execution": "client",
+        "status": "completed",
+        "arguments": {"query": "weather"},
+    },
+}
+
+
+@pytest.mark.parametrize("kind", CLIENT_ITEMS)
+def test_an_item_only_the_client_can_answer_stops_the_reply_with_its_name(kind: str) -> None:
+    """The API waits for its answer: the reply is neither end_turn nor a plain tool_use."""
+    item = {"type": kind, **CLIENT_ITEMS[kind]}
+    OUTPUT_ITEM.validate_python(item)
+    for output in ([message("我来看看。"), item], [function_call("call_1", "{}"), item]):
+        raw = body(output)
+        reply = decode(raw)
+        assert (reply.stop, reply.raw_stop) == (ModelStop.other, f"requires_action:{kind}")
+        events = [added(i, it) for i, it in enumerate(output)] + [completed(raw)]
+        assert accumulate(events)[0].result() == reply
+
+
+@pytest.mark.parametrize(
+    ("call", "answer"),
+    [
+        (
+            {"type": "shell_call", **CLIENT_ITEMS["shell_call"]},
+            {
+                "type": "shell_call_output",
+                "id": "sho_1",
+                "call_id": "call_s",
+                "output": [
+                    {"stdout": "a.py", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+                ],
+            },
+        ),
+        (
+            {"type": "tool_search_call", **CLIENT_ITEMS["tool_search_call"], "execution": "server"},
+            None,
+        ),
+    ],
+)
+def test_an_item_the_server_answered_itself_is_no_stop(call: dict, answer: dict | None) -> None:
+    output = [call, *([answer] if answer else []), message("done")]
+    reply = decode(body(output))
+    assert (reply.stop, reply.raw_stop, reply.content) == (ModelStop.end_turn, None, [Text("done")])
+
+
+def test_calls_a_program_made_are_whole_in_a_completed_response() -> None:
+    """Programmatic tool calling: the calls stay in_progress until their output comes back."""
+    program = {"type": "program", "caller_id": "call_p"}
+    calls = [
+        function_call(f"call_{n}", '{"city": "北京"}', fid=f"fc_{n}", status="in_progress")
+        | {"caller": program}
+        for n in range(2)
+    ]
+    raw = body(calls)
+    reply = decode(raw)
+    assert reply.stop is ModelStop.tool_use
+    assert [(c.id, c.complete, c.arguments) for c in reply.content] == [  # type: ignore[union-attr]
+        ("call_0", True, {"city": "北京"}),
+        ("call_1", True, {"city": "北京"}),
+    ]
+    assert reply.content[0].provider_data["caller"] == program  # type: ignore[union-attr]
+    assert accumulate([completed(raw)])[0].result() == reply
+    cut = body(calls, status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+    first, last = decode(cut).content
+    assert (first.complete, last.complete) == (True, False)  # type: ignore[union-attr]
+
+
+def test_an_http_error_body_is_a_provider_error() -> None:
+    error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
+    with pytest.raises(ProviderError) as raised:
+        decode({"error": error})
+    assert (raised.value.kind, raised.value.retryable) == ("rate_limit_exceeded", True)
+    with pytest.raises(ProviderError) as raised:
+        decode({"error": {"message": "no", "type": "invalid_request_error", "code": None}})
+    assert (raised.value.kind, raised.value.retryable) == ("invalid_request_error", False)

@@ -1,4 +1,6 @@
+import email.utils
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -7,6 +9,7 @@ import httpx2
 import openai
 import pytest
 from turnstile.core import ModelError
+from turnstile.providers import openai_chat, openai_responses
 from turnstile.providers._errors import ProviderError
 from turnstile.providers._sdk import map_sdk_error
 from turnstile.providers._transport import (
@@ -445,3 +448,83 @@ def test_a_connection_dropped_mid_stream() -> None:
     for exc in (a_info.value, o_info.value):
         error = mapped(exc)
         assert (error.kind, error.retryable) == ("connection_error", True)
+
+
+# -- the wait the provider asked for -----------------------------------------------------------
+
+
+def rate_limited(sdk: Any, **headers: str) -> Exception:
+    if sdk is anthropic:
+        return anthropic_error(
+            anthropic.RateLimitError, 429, "rate_limit_error", "slow down", **headers
+        )
+    error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
+    return openai_error(openai.RateLimitError, 429, error, **headers)
+
+
+@pytest.mark.parametrize("sdk", [anthropic, openai])
+@pytest.mark.parametrize(
+    ("headers", "wait"),
+    [
+        ({"retry-after": "1"}, 1.0),
+        ({"retry-after": "0.25"}, 0.25),
+        ({"retry-after-ms": "1500", "retry-after": "7"}, 1.5),
+        ({"retry-after-ms": "soon", "retry-after": "7"}, 7.0),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "-1"}, None),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "inf"}, None),
+        ({}, None),
+    ],
+)
+def test_a_status_error_reports_the_wait_its_headers_ask_for(
+    sdk: Any, headers: dict[str, str], wait: float | None
+) -> None:
+    assert mapped(rate_limited(sdk, **headers)).retry_after == wait
+
+
+def test_a_wait_given_as_an_http_date_counts_from_now() -> None:
+    moment = email.utils.formatdate(time.time() + 30, usegmt=True)
+    wait = mapped(rate_limited(openai, **{"retry-after": moment})).retry_after
+    assert wait is not None and 27 <= wait <= 30
+    past = email.utils.formatdate(time.time() - 30, usegmt=True)
+    assert mapped(rate_limited(anthropic, **{"retry-after": past})).retry_after == 0.0
+
+
+@pytest.mark.parametrize(
+    ("message", "wait"),
+    [
+        ("Rate limit reached for gpt-4o on tokens per min. Please try again in 1.5s.", 1.5),
+        ("Rate limit reached for requests. Please try again in 20ms.", 0.02),
+        ("Please try again in 1m30s. Visit https://platform.openai.com", 90.0),
+        ("Please try again in 6m0s.", 360.0),
+        ("Please try again later.", None),
+    ],
+)
+def test_without_a_header_the_wait_is_read_from_the_message(message: str, wait: float) -> None:
+    error = {"message": message, "type": "tokens", "code": "rate_limit_exceeded"}
+    assert mapped(openai_error(openai.RateLimitError, 429, error)).retry_after == wait
+    event = {"type": "error", "code": "rate_limit_exceeded", "message": message}
+    with pytest.raises(ProviderError) as raised:
+        openai_responses.StreamAccumulator().feed(event)
+    assert raised.value.retry_after == wait
+    with pytest.raises(ProviderError) as raised:
+        openai_chat.StreamAccumulator().feed({"error": error})
+    assert raised.value.retry_after == wait
+
+
+def test_a_final_error_asks_for_no_wait_from_its_message() -> None:
+    error = {"message": "Please try again in 1s", "type": "invalid_request_error", "code": None}
+    assert mapped(openai_error(openai.BadRequestError, 400, error)).retry_after is None
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai-chat", "openai-responses"])
+def test_a_replayed_429_reports_its_wait_to_the_loop(provider: str) -> None:
+    body = (
+        {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+        if provider == "anthropic"
+        else {"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}
+    )
+    trace = one_exchange(provider, 429, body, **{"retry-after": "3"})
+    error = mapped(raised_by(provider, trace))
+    assert (error.retryable, error.retry_after) == (True, 3.0)

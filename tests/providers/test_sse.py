@@ -1,3 +1,5 @@
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -198,3 +200,20 @@ def test_any_split_of_any_bytes_gives_the_same_events_as_the_whole(
     raw: bytes, cuts: list[int]
 ) -> None:
     assert feed_all(split(raw, cuts)) == feed_all([raw])
+
+
+def _seconds_to_parse(raw: bytes, chunk: int) -> float:
+    decoder = SSEDecoder()
+    start = time.perf_counter()
+    events = [e for i in range(0, len(raw), chunk) for e in decoder.feed(raw[i : i + chunk])]
+    elapsed = time.perf_counter() - start
+    assert len(events) == 1 and len(events[0].data) == len(raw) - len("data: \n\n")
+    return elapsed
+
+
+def test_a_long_event_in_small_chunks_costs_time_in_proportion_to_its_size() -> None:
+    """The parser's work on a chunk may not depend on how much it holds already: a 1 MB event
+    in 1 KB chunks once took seconds, rescanning the whole buffer for a line end each time."""
+    raw = b"data: " + b"x" * 1_000_000 + b"\n\n"
+    fastest = min(_seconds_to_parse(raw, 1024) for _ in range(3))
+    assert fastest < 0.25

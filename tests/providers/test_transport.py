@@ -1008,3 +1008,16 @@ def test_async_recording(backend: str) -> None:
         assert len(replay.remaining) == 1
 
     run_async(backend, main)
+
+
+def test_recording_keeps_the_wait_a_provider_asked_for() -> None:
+    """`retry-after` and `retry-after-ms` identify no one, and a replay must ask for the wait."""
+    trace = Trace(provider="anthropic", hand_written=False)
+    body = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+    waits = {"retry-after": "2", "retry-after-ms": "1500"}
+    api = FakeAPI([httpx2.Response(429, headers={**SECRET_HEADERS, **waits}, json=body)])
+    client = recording_anthropic(trace, api)
+    with pytest.raises(anthropic.RateLimitError):
+        call_anthropic(client)
+    (recorded,) = trace.exchanges
+    assert recorded.response.headers == {"content-type": "application/json", **waits}

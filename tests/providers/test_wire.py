@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anthropic as anthropic_sdk
 import httpx2
 import msgspec
 import openai
@@ -196,3 +197,99 @@ def test_a_finished_call_reads_alike_in_every_format(
 ) -> None:
     call = CALLS[name](text, False)
     assert call == ToolCall("call_1", "get_weather", arguments, raw_arguments=raw)
+
+
+# -- quota and billing: final every way they come in ----------------------------------------------
+
+REQUEST = httpx2.Request("POST", "https://api.example.invalid/v1/responses")
+
+
+def status_error(sdk: Any, status: int, body: dict[str, Any], **headers: str) -> Exception:
+    response = httpx2.Response(status, json=body, headers=headers, request=REQUEST)
+    inner = body if sdk is anthropic_sdk else body["error"]
+    return sdk.APIStatusError(f"Error code: {status}", response=response, body=inner)
+
+
+QUOTA = {"message": "You exceeded your current quota", "type": "insufficient_quota"}
+SPENT = {
+    "type": "rate_limit_error",
+    "message": "This request would exceed your account's monthly spend limit.",
+    "details": {"error_code": "enforced_spend_limit_reached"},
+}
+
+
+def ways_in() -> list[tuple[str, Callable[[], object]]]:
+    """Each way a quota or billing failure reaches turnstile, as the API sends it."""
+    responses_event = {"type": "error", "code": "insufficient_quota", "message": "quota"}
+    failed = {"type": "response.failed", "response": responses_body("failed")}
+    failed["response"]["error"] = {"code": "insufficient_quota", "message": "quota"}
+    anthropic_event = {"type": "error", "error": SPENT}
+    return [
+        (
+            "openai 429",
+            lambda: status_error(openai, 429, {"error": {**QUOTA, "code": "insufficient_quota"}}),
+        ),
+        (
+            "openai 429 that says retry",
+            lambda: status_error(
+                openai,
+                429,
+                {"error": {**QUOTA, "code": "insufficient_quota"}},
+                **{"x-should-retry": "true"},
+            ),
+        ),
+        (
+            "openai billing 400",
+            lambda: status_error(
+                openai,
+                400,
+                {
+                    "error": {
+                        "message": "m",
+                        "type": "invalid_request_error",
+                        "code": "billing_hard_limit_reached",
+                    }
+                },
+            ),
+        ),
+        (
+            "anthropic 429 spend limit",
+            lambda: status_error(anthropic_sdk, 429, {"type": "error", "error": SPENT}),
+        ),
+        (
+            "anthropic 402",
+            lambda: status_error(
+                anthropic_sdk,
+                402,
+                {"type": "error", "error": {"type": "billing_error", "message": "m"}},
+            ),
+        ),
+        ("responses error event", lambda: responses.StreamAccumulator().feed(responses_event)),
+        ("responses failed", lambda: responses.StreamAccumulator().feed(failed)),
+        (
+            "chat error chunk",
+            lambda: chat.StreamAccumulator().feed(
+                {"error": {**QUOTA, "code": "insufficient_quota"}}
+            ),
+        ),
+        ("anthropic error event", lambda: anthropic.StreamAccumulator().feed(anthropic_event)),
+        (
+            "chat error body",
+            lambda: chat.decode({"error": {**QUOTA, "code": "insufficient_quota"}}),
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("way", "make"), ways_in(), ids=[w for w, _ in ways_in()])
+def test_quota_and_billing_failures_are_final_every_way_they_come(
+    way: str, make: Callable[[], object]
+) -> None:
+    try:
+        made = make()
+    except ProviderError as raised:
+        error = raised
+    else:
+        mapped = map_sdk_error(made)  # type: ignore[arg-type]
+        assert mapped is not None
+        error = mapped
+    assert error.retryable is False, way
