@@ -181,15 +181,9 @@ def tool_call_id(obj: Mapping[str, Any], key: str, path: str) -> str:
 def reply(
     content: list[Part], stop: ModelStop, usage: Usage, raw_stop: str | None = None
 ) -> ModelResponse:
-    """The neutral reply, as a run can keep it: its text healed (`heal`), and no two tool calls
-    with one id, which their results could not tell apart (`DecodeError`)."""
+    """The neutral reply, as a run can keep it: its text healed (`heal`). Calls that share an id
+    are kept as the model sent them: the loop answers the repeats with an error result."""
     parts = [_healed(part) for part in content]
-    ids: set[str] = set()
-    for part in parts:
-        if type(part) is ToolCall:
-            if part.id in ids:
-                raise DecodeError("", f"two tool calls with id {part.id!r}")
-            ids.add(part.id)
     return ModelResponse(parts, stop, usage, None if raw_stop is None else heal(raw_stop))
 
 

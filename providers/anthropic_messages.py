@@ -188,8 +188,8 @@ def decode(body: dict[str, Any]) -> ModelResponse:
 
     Raises `ProviderError` for an error body and `DecodeError` (naming the path) for a body
     without a documented field: `content`, a block's `type`, `text`, `id`, ..., `stop_reason`,
-    `usage.input_tokens`, `usage.output_tokens`; or with a token count out of range, a tool
-    input nested deeper than `_wire.MAX_DEPTH`, two tool calls with one id.
+    `usage.input_tokens`, `usage.output_tokens`; or with a token count out of range, or a tool
+    input nested deeper than `_wire.MAX_DEPTH`.
     """
     return _decode(body, {})
 

@@ -293,3 +293,15 @@ def test_quota_and_billing_failures_are_final_every_way_they_come(
         assert mapped is not None
         error = mapped
     assert error.retryable is False, way
+
+
+def test_calls_sharing_an_id_reach_the_loop_which_answers_the_repeat() -> None:
+    """The codec keeps what the model said; the loop gives the repeat an id and an error."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+    body = {
+        "content": [call, {**call, "input": {"city": "上海"}}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    reply = anthropic.decode(body)
+    assert [p.id for p in reply.content if type(p) is ToolCall] == ["toolu_1", "toolu_1"]
