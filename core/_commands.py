@@ -39,6 +39,7 @@ class StopReason(enum.StrEnum):
     model_error = "model_error"
     max_tokens = "max_tokens"
     refusal = "refusal"
+    requires_action = "requires_action"
     cancelled = "cancelled"
 
 

@@ -64,7 +64,11 @@ _DONE, _QUEUED, _RUNNING, _APPROVAL = (
     CallStatus.running,
     CallStatus.approval,
 )
-_REFUSALS = frozenset({ModelStop.refusal, ModelStop.content_filter})
+_ENDS = {  # a reply that ends the run whatever it holds
+    ModelStop.refusal: StopReason.refusal,
+    ModelStop.content_filter: StopReason.refusal,
+    ModelStop.requires_action: StopReason.requires_action,
+}
 _DEADLINE = "the run's deadline passed"
 _FINAL = Purpose.finalize
 _NO_RESOURCES: frozenset[str] = frozenset()
@@ -244,9 +248,9 @@ class Loop:
             return self._finish(st.stop_reason, text_of(response.content))
         st.turns += 1
         stop = response.stop
-        if stop in _REFUSALS:
+        if stop in _ENDS:
             refuse(self.state, calls, f"the reply ended with {stop.value}")
-            return self._finish(StopReason.refusal, text_of(response.content))
+            return self._finish(_ENDS[stop], text_of(response.content))
         if calls:
             return self._start_round(calls, reused)
         if stop is ModelStop.pause:

@@ -110,7 +110,9 @@ class Usage(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
 
 
 class ModelStop(enum.StrEnum):
-    """Why the model stopped generating, in neutral terms."""
+    """Why the model stopped generating, in neutral terms. `requires_action`: the API waits for
+    an answer to something other than a tool call (a shell action, an MCP approval), which the
+    loop cannot give."""
 
     end_turn = "end_turn"
     tool_use = "tool_use"
@@ -119,6 +121,7 @@ class ModelStop(enum.StrEnum):
     refusal = "refusal"
     content_filter = "content_filter"
     pause = "pause"
+    requires_action = "requires_action"
     other = "other"
 
 

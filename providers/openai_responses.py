@@ -16,8 +16,9 @@ Items the client must answer besides function calls (`local_shell_call`, `shell_
 items come only from tools a caller adds through `tools=` options), and their answers are not a
 tool result's text (a shell's exit code, a patch's status, an approval's yes or no, a
 screenshot). So a completed reply holding one that the same reply does not answer (a hosted shell
-answers its own call) stops with `ModelStop.other` and `raw_stop="requires_action:<item type>"`,
-never `end_turn` or `tool_use`: the API waits for an answer the loop cannot give.
+answers its own call) stops with `ModelStop.requires_action` and the item's type as `raw_stop`,
+never `end_turn` or `tool_use`: the API waits for an answer the loop cannot give, and the run
+ends with `StopReason.requires_action`.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def decode(body: dict[str, Any]) -> ModelResponse:
     simply the arguments). Other calls are whole, whatever their item's status: in a completed
     response, calls a program the API runs made (programmatic tool calling) stay `in_progress`
     until their output comes back. An item the loop cannot answer stops the reply with
-    `requires_action:<type>` (see above).
+    `requires_action`, the item's type as `raw_stop` (see above).
 
     Raises `ProviderError` for a `failed` response or an error body (`{"error": {...}}`, as an
     HTTP error carries it) and `DecodeError` (with the offending path) for a body missing what
@@ -291,7 +292,7 @@ def _stop(
         if refused:
             return ModelStop.refusal, None
         if waiting is not None:
-            return ModelStop.other, f"requires_action:{waiting}"
+            return ModelStop.requires_action, waiting
         return (ModelStop.tool_use if called else ModelStop.end_turn), None
     if status == "incomplete":
         details = body.get("incomplete_details")

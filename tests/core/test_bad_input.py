@@ -336,3 +336,21 @@ def test_a_finished_loop_started_again_continues_the_conversation() -> None:
     replayed = Loop.replay(SPEC, d.state.events)
     assert replayed.state == d.state
     assert len([m for m in d.state.messages if type(m) is ToolResults]) == 1
+
+
+# -- 9. a reply waiting for an answer the loop cannot give ends the run, by name -----------------
+
+
+def test_a_reply_that_requires_an_action_the_loop_cannot_take_stops_by_name() -> None:
+    d = Driver(SPEC)
+    d.start()
+    response = ModelResponse(
+        [Text("approve this?"), ToolCall("c1", "t", {})],
+        ModelStop.requires_action,
+        raw_stop="mcp_approval_request",
+    )
+    [done] = d.send(ModelReplied(d.pending_model(), response, now=1.0))
+    assert done == Finish(StopReason.requires_action, "approve this?")
+    [result] = d.state.messages[-1].results
+    assert result.is_error and "not run" in result.content
+    validate_history(d.state.messages)

@@ -288,6 +288,15 @@ def test_denied_call_becomes_an_error_the_model_reads() -> None:
     finished(d, StopReason.completed)
 
 
+def test_requires_action(snapshot) -> None:
+    d = Driver(spec("t"))
+    d.start()
+    [finish] = d.reply("Approve the MCP call?", stop=ModelStop.requires_action)
+    assert finish.output == "Approve the MCP call?"
+    finished(d, StopReason.requires_action)
+    assert d.transcript() == snapshot
+
+
 def test_every_stop_reason_is_covered() -> None:
     covered = {
         "completed",
@@ -302,6 +311,7 @@ def test_every_stop_reason_is_covered() -> None:
         "model_error",
         "max_tokens",
         "refusal",
+        "requires_action",
         "cancelled",
     }
     assert covered == {r.value for r in StopReason} - {"unknown"}

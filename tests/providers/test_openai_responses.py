@@ -1313,7 +1313,7 @@ def test_an_item_only_the_client_can_answer_stops_the_reply_with_its_name(kind: 
     for output in ([message("我来看看。"), item], [function_call("call_1", "{}"), item]):
         raw = body(output)
         reply = decode(raw)
-        assert (reply.stop, reply.raw_stop) == (ModelStop.other, f"requires_action:{kind}")
+        assert (reply.stop, reply.raw_stop) == (ModelStop.requires_action, kind)
         events = [added(i, it) for i, it in enumerate(output)] + [completed(raw)]
         assert accumulate(events)[0].result() == reply
 
