@@ -30,7 +30,7 @@ from ._errors import CorruptState, InvalidHistory
 from ._history import History, history_problems
 from ._machine import PHASES
 from ._messages import AssistantMessage, Message, ToolCall, ToolResult, Usage
-from ._observations import Event, Started
+from ._observations import Cancelled, Event, Started
 
 SCHEMA_VERSION = 2
 
@@ -159,13 +159,19 @@ def state_problems(st: LoopState) -> list[str]:
     phase = st.phase
     if phase not in PHASES:
         return [f"unknown phase {phase!r}"]
-    if phase == "idle":
-        started = st.messages or st.events or st.started_at is not None
-        return ["idle, yet started"] if started else []
     problems: list[str] = []
     add = problems.append
-    if not st.events or type(st.events[0]) is not Started:
-        add("its event log does not open with a Started event")
+    if not any(type(e) is Started for e in st.events):  # never started: idle, or cancelled so
+        untouched = not st.messages and st.started_at is None and st.pending_model is None
+        cancelled = [type(e) for e in st.events] == [Cancelled]
+        if untouched and (
+            (phase == "idle" and not st.events)
+            or (phase == "done" and cancelled and st.stop_reason is StopReason.cancelled)
+        ):
+            return []
+        add(f"phase {phase}, yet it never started (no Started event)")
+    elif phase == "idle":
+        add("idle, yet started")
     if any(b.now < a.now for a, b in zip(st.events, st.events[1:], strict=False)):
         add("its events go back in time")
     if st.started_at is None:
