@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["Run", "answer", "model_failed", "prepare", "renamed_state"]
+__all__ = ["Run", "answer", "check_model", "model_failed", "prepare", "renamed_state"]
 
+import inspect
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +27,7 @@ from turnstile.core import (
     ToolCall,
 )
 
-from ._protocols import ToolRunner
+from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._transcript import transcript
 
 
@@ -125,11 +126,52 @@ def prepare(
     return loop, (lambda: clock() + offset) if offset else clock
 
 
+def _described(model: object) -> str:
+    if inspect.isfunction(model) or inspect.ismethod(model):
+        name = model.__name__
+        shown = "fn" if name == "<lambda>" else name
+        return f"the function {name} (ScriptedModel({shown}) makes a client of a function)"
+    return repr(model)
+
+
+def check_model(model: object, *, can_await: bool) -> None:
+    """Raise `TypeError`, before anything runs, for a model an executor cannot call: not a
+    client at all, or (for an executor that cannot await, `can_await=False`) an async one."""
+    is_async = getattr(model, "is_async", None)
+    if can_await:
+        if isinstance(model, AsyncModelClient) or isinstance(model, ModelClient):
+            return
+        raise TypeError(
+            "turnstile.executors.trio.run needs an AsyncModelClient (async acomplete(request) -> "
+            "ModelResponse) or a ModelClient (complete(request) -> ModelResponse), got "
+            + _described(model)
+        )
+    if isinstance(model, ModelClient) and is_async is not True:
+        return
+    if is_async is True or isinstance(model, AsyncModelClient):
+        raise TypeError(
+            f"{model!r} is async: sync.run calls complete(request); give the client a sync SDK "
+            "client, or run it with turnstile.executors.trio"
+        )
+    raise TypeError(
+        "sync.run needs a ModelClient (complete(request) -> ModelResponse), got "
+        + _described(model)
+    )
+
+
 def model_failed(command_id: str, exc: Exception, now: float) -> ModelFailed:
-    """A failed model call as an observation: `ModelError`s say whether to retry; anything else
-    (a bug in a client) is final, but never loses the run's state."""
+    """A failed model call as an observation: `ModelError`s say whether to retry, what the
+    provider called the failure and how long it asked to wait; anything else (a bug in a
+    client) is final, but never loses the run's state."""
     if isinstance(exc, ModelError):
-        return ModelFailed(command_id, exc.message, exc.retryable, now=now)
+        return ModelFailed(
+            command_id,
+            exc.message,
+            exc.retryable,
+            kind=exc.kind,
+            retry_after=exc.retry_after,
+            now=now,
+        )
     return ModelFailed(command_id, f"{type(exc).__name__}: {exc}", False, now=now)
 
 

@@ -30,7 +30,7 @@ from turnstile.core import (
 )
 
 from ._protocols import ModelClient, ToolRunner
-from ._run import Run, answer, model_failed, prepare, renamed_state
+from ._run import Run, answer, check_model, model_failed, prepare, renamed_state
 from ._toolbox import as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str"]
@@ -63,7 +63,10 @@ def run(
     the commands it still waits on. `approve` answers approval requests; without it they are
     returned in `Run.waiting`. `on_step` sees every command and observation. `state` is the
     deprecated name of `loop`.
+
+    Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
+    check_model(model, can_await=False)
     resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     loop, now = prepare(spec, runner, prompt, resumed, clock)

@@ -42,7 +42,7 @@ except ModuleNotFoundError as error:
     raise missing_extra(error, "trio", needed_by="turnstile.executors.trio") from None
 
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
-from ._run import Run, answer, model_failed, prepare, renamed_state
+from ._run import Run, answer, check_model, model_failed, prepare, renamed_state
 from ._toolbox import Toolbox, as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
@@ -87,7 +87,10 @@ async def run(
 
     Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
     Times come from trio's clock, so `trio.testing.MockClock` makes timeouts instant in tests.
+    Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
+    `ModelClient`.
     """
+    check_model(model, can_await=True)
     resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     loop, now = prepare(spec, runner, prompt, resumed, clock)

@@ -21,6 +21,7 @@ from turnstile.core import (
     validate_history,
 )
 from turnstile.executors import ScriptedModel, Toolbox, sync
+from turnstile.providers import anthropic_messages
 
 
 @tool
@@ -152,3 +153,34 @@ def test_a_runner_without_specs_is_told_what_it_lacks() -> None:
 
     with pytest.raises(TypeError, match="has run\\(\\) but no specs"):
         sync.run(LoopSpec(), "hi", model=ScriptedModel([]), tools=Runner())  # type: ignore[arg-type]
+
+
+def test_a_model_failure_keeps_its_kind_and_the_wait_the_provider_asked_for() -> None:
+    limited = ModelError("slow down", kind="rate_limit_error", retry_after=1.5)
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel([limited]))
+    failed = run.state.events[-1]
+    assert (failed.kind, failed.retry_after, failed.retryable) == ("rate_limit_error", 1.5, False)
+
+
+def test_a_function_is_not_a_model_client() -> None:
+    def reply(request: ModelRequest) -> ModelResponse:
+        return text("hi")
+
+    expected = r"needs a ModelClient.*complete\(request\).*function reply"
+    with pytest.raises(TypeError, match=expected):
+        sync.run(LoopSpec(), "hi", model=reply)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"ScriptedModel\(reply\)"):
+        sync.run(LoopSpec(), "hi", model=reply)  # type: ignore[arg-type]
+
+
+def test_an_async_client_is_refused_by_the_sync_executor_before_the_run_starts() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    over_async_sdk = anthropic_messages.Client(anthropic.AsyncAnthropic(api_key="unused"))
+
+    class OnlyAsync:
+        async def acomplete(self, request: ModelRequest) -> ModelResponse:
+            return text("hi")
+
+    for model in (over_async_sdk, OnlyAsync()):
+        with pytest.raises(TypeError, match=r"is async.*turnstile\.executors\.trio"):
+            sync.run(LoopSpec(), "hi", model=model)  # type: ignore[arg-type]

@@ -15,7 +15,9 @@ from turnstile.core import (
     Guards,
     Loop,
     LoopSpec,
+    ModelError,
     ModelReplied,
+    ModelRequest,
     ModelResponse,
     ModelStop,
     StopReason,
@@ -188,3 +190,18 @@ def test_without_trio_the_executor_names_the_extra_to_install(
     needs = r"turnstile.executors.trio needs the trio package: pip install 'turnstile\[trio\]'"
     with pytest.raises(ImportError, match=needs):
         importlib.import_module("turnstile.executors.trio")
+
+
+def test_a_model_failure_keeps_its_kind_and_the_wait_the_provider_asked_for() -> None:
+    limited = ModelError("slow down", kind="rate_limit_error", retry_after=1.5)
+    run = in_trio(lambda: trio_executor.run(LoopSpec(), "hi", model=ScriptedModel([limited])))
+    failed = run.state.events[-1]
+    assert (failed.kind, failed.retry_after) == ("rate_limit_error", 1.5)
+
+
+def test_a_function_is_not_a_model_client() -> None:
+    def reply(request: ModelRequest) -> ModelResponse:
+        return ModelResponse([Text("hi")], ModelStop.end_turn, Usage(1, 1))
+
+    with pytest.raises(TypeError, match=r"AsyncModelClient.*ModelClient.*function reply"):
+        in_trio(lambda: trio_executor.run(LoopSpec(), "hi", model=reply))  # type: ignore[arg-type]
