@@ -148,6 +148,7 @@ def alive(pid: str) -> bool:
 def test_run_returns_only_once_every_process_of_the_call_has_ended() -> None:
     before = set(h.launchers())
     with Sandbox([h.add], warm=1) as sandbox:
+        assert sandbox.run("add", {"a": 1, "b": 1}).content == "2"  # the launcher is up
         [launcher] = set(h.launchers()) - before
         for n in range(20):  # the call's init used to be still exiting in most of them
             serving = made_ahead({launcher})
