@@ -36,8 +36,18 @@ from ._toolbox import as_runner
 Approver = Callable[[AwaitApproval], "bool | str"]
 
 
-def call_model(model: ModelClient, command: CallModel, now: Callable[[], float]) -> Observation:
-    """One model call as an observation; a failure of any kind becomes `ModelFailed`."""
+def call_model(
+    model: ModelClient,
+    command: CallModel,
+    now: Callable[[], float],
+    sleep: Callable[[float], object] = time.sleep,
+) -> Observation:
+    """One model call as an observation, sent no sooner than its `not_before` (waiting with
+    `sleep`); a failure of any kind becomes `ModelFailed`."""
+    if command.not_before is not None:
+        wait = command.not_before - now()
+        if wait > 0:
+            sleep(wait)
     try:
         response = model.complete(command.request)
     except Exception as e:
@@ -54,6 +64,7 @@ def run(
     loop: Loop | None = None,
     approve: Approver | None = None,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
     on_step: Callable[[Command | Observation], None] | None = None,
     state: Loop | None = None,
 ) -> Run:
@@ -61,8 +72,9 @@ def run(
 
     Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`) by carrying out
     the commands it still waits on. `approve` answers approval requests; without it they are
-    returned in `Run.waiting`. `on_step` sees every command and observation. `state` is the
-    deprecated name of `loop`.
+    returned in `Run.waiting`. `clock` stamps observations; `sleep` waits out a retry's
+    `CallModel.not_before` on that clock (a fake pair makes tests and replays instant).
+    `on_step` sees every command and observation. `state` is the deprecated name of `loop`.
 
     Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
@@ -84,7 +96,7 @@ def run(
             case Finish():
                 return Run(loop, command)
             case CallModel():
-                obs = call_model(model, command, now)
+                obs = call_model(model, command, now, sleep)
             case RunTool(id=call_id, name=name, arguments=arguments):
                 outcome = runner.run(name, arguments)
                 obs = ToolReturned(call_id, outcome.content, outcome.is_error, now=now())

@@ -86,7 +86,8 @@ async def run(
     """Drive a loop under trio until it finishes, or until only approvals are left to wait for.
 
     Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
-    Times come from trio's clock, so `trio.testing.MockClock` makes timeouts instant in tests.
+    Times come from trio's clock, so `trio.testing.MockClock` makes timeouts, and the waits a
+    retry's `CallModel.not_before` asks for, instant in tests.
     Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
     `ModelClient`.
     """
@@ -101,6 +102,8 @@ async def run(
     finish: Finish | None = None
 
     async def model_call(command: CallModel) -> Observation:
+        if command.not_before is not None:  # on the clock that stamps observations
+            await trio.sleep_until(trio.current_time() + command.not_before - now())
         try:
             response = await _complete(model, command)
         except Exception as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ from turnstile.providers.replay import (
     load_trace,
     spec_for,
 )
+
+from .backoff import retries_wait
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -296,3 +299,15 @@ def test_replay_takes_a_path_or_a_trace_and_leaves_the_trace_untouched() -> None
 def test_an_unknown_executor_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown executor 'asyncio'"):
         replay(FIXTURES / "anthropic/weather.json", executor="asyncio")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("executor", ["sync", "trio"])
+def test_a_replay_waits_for_a_retry_on_a_virtual_clock(
+    monkeypatch: pytest.MonkeyPatch, executor: Any
+) -> None:
+    retries_wait(monkeypatch, 30.0)
+    began = time.monotonic()
+    run = replay(FIXTURES / "anthropic" / "overloaded.stream.json", executor=executor)
+    assert time.monotonic() - began < 10  # thirty seconds of the replay's time, not of ours
+    failed, retried = [e for e in run.state.events if type(e) in (ModelFailed, ModelReplied)][:2]
+    assert type(failed) is ModelFailed and retried.now - failed.now == pytest.approx(30.0)

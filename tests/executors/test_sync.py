@@ -23,6 +23,8 @@ from turnstile.core import (
 from turnstile.executors import ScriptedModel, Toolbox, sync
 from turnstile.providers import anthropic_messages
 
+from .backoff import retries_wait
+
 
 @tool
 def add(a: int, b: int) -> int:
@@ -184,3 +186,38 @@ def test_an_async_client_is_refused_by_the_sync_executor_before_the_run_starts()
     for model in (over_async_sdk, OnlyAsync()):
         with pytest.raises(TypeError, match=r"is async.*turnstile\.executors\.trio"):
             sync.run(LoopSpec(), "hi", model=model)  # type: ignore[arg-type]
+
+
+class FakeTime:
+    """A clock and a sleep for it: sleeping moves the clock on, at once."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_retry_is_not_sent_before_the_time_the_loop_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    retries_wait(monkeypatch, 1.5)
+    time = FakeTime(100.0)
+    model = ScriptedModel([ModelError("overloaded", retryable=True), text("fine")])
+    spec = LoopSpec(guards=Guards(max_model_retries=1))
+    run = sync.run(spec, "hi", model=model, clock=time.clock, sleep=time.sleep)
+    assert run.stop_reason is StopReason.completed
+    assert time.slept == [1.5]
+    assert [e.now for e in run.state.events] == [100.0, 100.0, 101.5]
+
+
+def test_a_time_already_past_is_no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    retries_wait(monkeypatch, -1.0)
+    time = FakeTime(0.0)
+    model = ScriptedModel([ModelError("overloaded", retryable=True), text("fine")])
+    spec = LoopSpec(guards=Guards(max_model_retries=1))
+    sync.run(spec, "hi", model=model, clock=time.clock, sleep=time.sleep)
+    assert time.slept == []

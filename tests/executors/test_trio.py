@@ -32,6 +32,8 @@ from turnstile.executors import Run, ScriptedModel, sync
 from turnstile.executors import trio as trio_executor
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
 
+from .backoff import retries_wait
+
 
 def in_trio(fn: Callable[[], Awaitable[Any]]) -> Any:
     return trio.run(fn, clock=trio.testing.MockClock(autojump_threshold=0))
@@ -205,3 +207,19 @@ def test_a_function_is_not_a_model_client() -> None:
 
     with pytest.raises(TypeError, match=r"AsyncModelClient.*ModelClient.*function reply"):
         in_trio(lambda: trio_executor.run(LoopSpec(), "hi", model=reply))  # type: ignore[arg-type]
+
+
+def test_a_retry_is_not_sent_before_the_time_the_loop_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    retries_wait(monkeypatch, 1.5)
+    sent_at: list[float] = []
+
+    class Timed(ScriptedModel):
+        async def acomplete(self, request: ModelRequest) -> ModelResponse:
+            sent_at.append(trio.current_time())
+            return self.complete(request)
+
+    model = Timed([ModelError("overloaded", retryable=True), batch("nap")._script[1]])
+    spec = LoopSpec(guards=Guards(max_model_retries=1))
+    run = in_trio(lambda: trio_executor.run(spec, "hi", model=model))
+    assert run.stop_reason is StopReason.completed
+    assert sent_at == pytest.approx([0.0, 1.5])
