@@ -1,10 +1,11 @@
 """The trio executor: every command the loop hands out runs at once, in one nursery.
 
 The core decides what may overlap (it only hands out calls that may run together); this driver
-just starts each command as a task and feeds the observations back as they arrive. Sync tools
-and sync model clients run in worker threads. A per-tool timeout ends in an error result naming
-it. When the run itself is cancelled (a cancel scope, or Ctrl-C), the loop is told, writes a
-result for every started call, and `run` returns `Finish(cancelled)` instead of raising.
+just starts each command as a task and feeds the observations back as they arrive. Sync tools,
+sync model clients and sync approvers run in worker threads. A per-tool timeout ends in an error
+result naming it. When the run itself is cancelled (a cancel scope, or Ctrl-C), the loop is
+told, writes a result for every started call, and `run` returns `Finish(cancelled)` instead of
+raising.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ async def _invoke(runner: ToolRunner, name: str, arguments: dict[str, Any]) -> T
     return await trio.to_thread.run_sync(runner.run, name, arguments, abandon_on_cancel=True)
 
 
+def _is_async(fn: Callable[..., object]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004  # an object whose __call__ is async
+    )
+
+
 def _only(group: BaseExceptionGroup[BaseException], kinds: tuple[type, ...]) -> bool:
     _, rest = group.split(kinds)
     return rest is None
@@ -121,7 +128,10 @@ async def run(
 
     async def approval(command: AwaitApproval) -> Observation:
         assert approve is not None
-        decision = approve(command)
+        if _is_async(approve):
+            decision = approve(command)
+        else:  # a person at a prompt, say: other calls go on meanwhile
+            decision = await trio.to_thread.run_sync(approve, command, abandon_on_cancel=True)
         if inspect.isawaitable(decision):
             decision = await decision
         return answer(command, decision, now())

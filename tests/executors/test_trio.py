@@ -223,3 +223,37 @@ def test_a_retry_is_not_sent_before_the_time_the_loop_set(monkeypatch: pytest.Mo
     run = in_trio(lambda: trio_executor.run(spec, "hi", model=model))
     assert run.stop_reason is StopReason.completed
     assert sent_at == pytest.approx([0.0, 1.5])
+
+
+def test_a_sync_approver_waits_in_a_thread_while_other_calls_run() -> None:
+    back = threading.Event()
+
+    @tool(needs_approval=True)
+    async def launch(n: int) -> str:
+        """Needs a human."""
+        return "launched"
+
+    @tool
+    async def quick(n: int) -> str:
+        """Takes 100 ms."""
+        await trio.sleep(0.1)
+        back.set()
+        return "quick"
+
+    def human(command: object) -> bool:
+        return back.wait(timeout=3)  # answers once the other call is back
+
+    calls = [ToolCall("a", "launch", {"n": 1}), ToolCall("q", "quick", {"n": 2})]
+    model = ScriptedModel(
+        [
+            ModelResponse(calls, ModelStop.tool_use, Usage(1, 1)),
+            ModelResponse([Text("ok")], ModelStop.end_turn, Usage(1, 1)),
+        ]
+    )
+    # no deadline: MockClock takes the waiting thread for idle time and would jump to it
+    spec = LoopSpec(tools=(launch.spec, quick.spec), guards=Guards(deadline_s=None))
+    run = in_trio(
+        lambda: trio_executor.run(spec, "go", model=model, tools=[launch, quick], approve=human)
+    )
+    assert [r.content for r in run.messages[2].results] == ["launched", "quick"]
+    assert dict(returned(run))["q"] == pytest.approx(0.1)
