@@ -103,8 +103,9 @@ async def run(
     runner = as_runner(tools)
     loop, now = prepare(spec, runner, prompt, resumed, clock)
     timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in loop.spec.tools}
-    observations, inbox = trio.open_memory_channel[tuple[str, Observation]](math.inf)
-    tasks: dict[str, trio.CancelScope] = {}
+    # each observation comes keyed by its command's id, a tick by its ticker's scope
+    observations, inbox = trio.open_memory_channel[tuple[object, Observation]](math.inf)
+    tasks: dict[object, trio.CancelScope] = {}
     waiting: list[AwaitApproval] = []
     finish: Finish | None = None
 
@@ -137,7 +138,7 @@ async def run(
         return answer(command, decision, now())
 
     async def task(
-        key: str, scope: trio.CancelScope, work: Callable[[], Awaitable[Observation]]
+        key: object, scope: trio.CancelScope, work: Callable[[], Awaitable[Observation]]
     ) -> None:
         with scope:
             observations.send_nowait((key, await work()))
@@ -174,12 +175,27 @@ async def run(
             tasks[command.id] = scope = trio.CancelScope()
             nursery.start_soon(task, command.id, scope, work)
 
-    async def ticker() -> None:
-        """Wake the loop when its deadline is due, even while every task is still busy."""
+    ticker = trio.CancelScope()  # the armed tick's scope, which keys its Tick
+    armed = False
+    armed_for: float | None = None
+
+    async def tick(scope: trio.CancelScope, when: float) -> None:
+        with scope:
+            await trio.sleep_until(when)
+            observations.send_nowait((scope, Tick(now=now())))
+
+    def arm(nursery: trio.Nursery) -> None:
+        """Wake the loop when its deadline is due, even while every task is still busy. The
+        deadline moves as the run goes (time spent waiting only for a person does not count),
+        so this follows `next_deadline()` after every step; a tick armed before is dropped."""
+        nonlocal ticker, armed, armed_for
         deadline = loop.next_deadline()
+        if armed and deadline == armed_for:
+            return
+        ticker.cancel()
+        ticker, armed, armed_for = trio.CancelScope(), deadline is not None, deadline
         if deadline is not None:
-            await trio.sleep_until(trio.current_time() + deadline - now())
-            observations.send_nowait(("tick", Tick(now=now())))
+            nursery.start_soon(tick, ticker, trio.current_time() + deadline - now())
 
     def abandon_stale() -> None:
         """Cancel tasks whose results the loop no longer waits for (it finished, or a guard
@@ -191,12 +207,16 @@ async def run(
     try:
         async with trio.open_nursery() as nursery:
             step(nursery, None)
-            nursery.start_soon(ticker)
+            arm(nursery)
             while finish is None and tasks:
                 key, obs = await inbox.receive()
-                if key == "tick" or tasks.pop(key, None) is not None:  # else: abandoned
-                    step(nursery, obs)
-                    abandon_stale()
+                if key is ticker:
+                    armed = False  # it fired: the next one is armed even for the same time
+                elif tasks.pop(key, None) is None:
+                    continue  # abandoned, or a tick armed before the deadline moved
+                step(nursery, obs)
+                abandon_stale()
+                arm(nursery)
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         if not _only(group, (trio.Cancelled, KeyboardInterrupt)) or finish is not None:

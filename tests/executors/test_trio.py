@@ -22,6 +22,7 @@ from turnstile.core import (
     ModelStop,
     StopReason,
     Text,
+    Tick,
     ToolCall,
     ToolReturned,
     Usage,
@@ -257,3 +258,36 @@ def test_a_sync_approver_waits_in_a_thread_while_other_calls_run() -> None:
     )
     assert [r.content for r in run.messages[2].results] == ["launched", "quick"]
     assert dict(returned(run))["q"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("before_the_reply", "expected_ticks"),
+    [
+        (None, [5.0]),  # no deadline yet: one is armed once there is
+        (2.0, [5.0]),  # the deadline moved later: the earlier one is not waited for
+    ],
+)
+def test_the_deadline_tick_follows_the_loop_after_every_step(
+    monkeypatch: pytest.MonkeyPatch, before_the_reply: float | None, expected_ticks: list[float]
+) -> None:
+    """The loop's next deadline moves as the run goes (time spent waiting only for a person does
+    not count); here it is `before_the_reply` until the model has replied, then the guard's."""
+    guard = Loop.next_deadline
+
+    def moving(loop: Loop) -> float | None:
+        return before_the_reply if loop.state.phase == "awaiting_model" else guard(loop)
+
+    monkeypatch.setattr(Loop, "next_deadline", moving)
+
+    @tool
+    async def slow(n: int) -> str:
+        """Takes a minute."""
+        await trio.sleep(60)
+        return "late"
+
+    model = batch("slow", 1)
+    model._script.insert(1, ModelResponse([Text("gave up")], ModelStop.end_turn, Usage(1, 1)))
+    spec = LoopSpec(guards=Guards(deadline_s=5.0))
+    run = in_trio(lambda: trio_executor.run(spec, "go", model=model, tools=[slow]))
+    assert run.stop_reason is StopReason.deadline
+    assert [e.now for e in run.state.events if type(e) is Tick] == pytest.approx(expected_ticks)
