@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["Run", "answer", "check_model", "model_failed", "prepare", "renamed_state"]
+__all__ = [
+    "Run",
+    "answer",
+    "check_model",
+    "first_commands",
+    "model_failed",
+    "prepare",
+    "renamed_state",
+]
 
 import inspect
 import warnings
@@ -14,6 +22,8 @@ from turnstile.core import (
     Approved,
     AssistantMessage,
     AwaitApproval,
+    CallModel,
+    Command,
     Denied,
     Finish,
     Loop,
@@ -23,6 +33,7 @@ from turnstile.core import (
     ModelError,
     ModelFailed,
     Observation,
+    RunTool,
     StopReason,
     ToolCall,
 )
@@ -98,6 +109,29 @@ def renamed_state(loop: Loop | None, state: Loop | None) -> Loop | None:
     return state
 
 
+def _check_prompt(prompt: str | Sequence[Message] | None, resumed: Loop | None) -> None:
+    """A prompt starts a run: on a new loop, an idle one, or a finished one (whose conversation
+    it goes on with); a loop still waiting on commands is resumed without one."""
+    if resumed is None:
+        if prompt is None:
+            raise ValueError("run() needs a prompt, or a loop to resume")
+        return
+    if prompt is None and resumed.state.phase == "idle":
+        raise ValueError("the loop has not started: give it a prompt")
+    shown = []
+    for command in [] if prompt is None else resumed.outstanding_commands():
+        match command:
+            case RunTool(id=call_id, name=name) | AwaitApproval(id=call_id, name=name):
+                shown.append(f"{call_id} ({name})")
+            case CallModel(id=command_id):
+                shown.append(command_id)
+    if shown:
+        raise ValueError(
+            f"the loop still waits on {', '.join(shown)}: resume it without a prompt (a prompt "
+            "starts a new run once the loop is finished)"
+        )
+
+
 def prepare(
     spec: LoopSpec,
     runner: ToolRunner,
@@ -109,9 +143,9 @@ def prepare(
 
     A spec without tools gets the runner's. A resumed loop's clock continues from its last
     event, so the time a dumped state spent at rest (waiting for a human, say) is not counted.
+    Raises `ValueError` for a prompt the loop cannot start from, or none where it needs one.
     """
-    if resumed is None and prompt is None:
-        raise ValueError("run() needs a prompt, or a loop to resume")
+    _check_prompt(prompt, resumed)
     specs = runner.specs
     if not spec.tools and specs:
         spec = msgspec.structs.replace(spec, tools=tuple(specs))
@@ -157,6 +191,16 @@ def check_model(model: object, *, can_await: bool) -> None:
         "sync.run needs a ModelClient (complete(request) -> ModelResponse), got "
         + _described(model)
     )
+
+
+def first_commands(
+    loop: Loop, prompt: str | Sequence[Message] | None, now: Callable[[], float]
+) -> list[Command]:
+    """What to carry out first: the run the prompt starts (on a new or idle loop, or going on
+    with a finished loop's conversation), or, without one, what a resumed loop still waits on."""
+    if prompt is None:
+        return loop.outstanding_commands()
+    return loop.start(prompt, now())
 
 
 def model_failed(command_id: str, exc: Exception, now: float) -> ModelFailed:

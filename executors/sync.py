@@ -30,7 +30,7 @@ from turnstile.core import (
 )
 
 from ._protocols import ModelClient, ToolRunner
-from ._run import Run, answer, check_model, model_failed, prepare, renamed_state
+from ._run import Run, answer, check_model, first_commands, model_failed, prepare, renamed_state
 from ._toolbox import as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str"]
@@ -71,10 +71,13 @@ def run(
     """Drive a loop until it finishes, or until only human approvals are left to wait for.
 
     Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`) by carrying out
-    the commands it still waits on. `approve` answers approval requests; without it they are
-    returned in `Run.waiting`. `clock` stamps observations; `sleep` waits out a retry's
-    `CallModel.not_before` on that clock (a fake pair makes tests and replays instant).
-    `on_step` sees every command and observation. `state` is the deprecated name of `loop`.
+    the commands it still waits on. A `prompt` with a `loop` starts it if it is idle, and goes
+    on with its conversation (a new run, the prompt the next user message) if it is finished;
+    a loop still waiting on commands is resumed without one. `approve` answers approval
+    requests; without it they are returned in `Run.waiting`. `clock` stamps observations;
+    `sleep` waits out a retry's `CallModel.not_before` on that clock (a fake pair makes tests
+    and replays instant). `on_step` sees every command and observation. `state` is the
+    deprecated name of `loop`.
 
     Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
@@ -82,11 +85,7 @@ def run(
     resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     loop, now = prepare(spec, runner, prompt, resumed, clock)
-    if resumed is None:
-        assert prompt is not None  # checked by prepare
-        pending = deque(loop.start(prompt, now()))
-    else:
-        pending = deque(loop.outstanding_commands())
+    pending = deque(first_commands(loop, prompt, now))
     waiting: list[AwaitApproval] = []
     while pending:
         command = pending.popleft()

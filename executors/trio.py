@@ -43,7 +43,7 @@ except ModuleNotFoundError as error:
     raise missing_extra(error, "trio", needed_by="turnstile.executors.trio") from None
 
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
-from ._run import Run, answer, check_model, model_failed, prepare, renamed_state
+from ._run import Run, answer, check_model, first_commands, model_failed, prepare, renamed_state
 from ._toolbox import Toolbox, as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
@@ -147,11 +147,8 @@ async def run(
     def step(nursery: trio.Nursery, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or start it) and launch what it decides."""
         nonlocal finish
-        if obs is None and resumed is None:
-            assert prompt is not None  # checked by prepare
-            commands = loop.start(prompt, now())
-        elif obs is None:
-            commands = loop.outstanding_commands()
+        if obs is None:
+            commands = first_commands(loop, prompt, now)
         else:
             if on_step is not None:
                 on_step(obs)

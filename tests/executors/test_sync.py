@@ -11,12 +11,14 @@ from turnstile.core import (
     ModelRequest,
     ModelResponse,
     ModelStop,
+    ProtocolError,
     StopReason,
     Text,
     ToolCall,
     ToolOutcome,
     ToolSpec,
     Usage,
+    UserMessage,
     tool,
     validate_history,
 )
@@ -221,3 +223,39 @@ def test_a_time_already_past_is_no_wait(monkeypatch: pytest.MonkeyPatch) -> None
     spec = LoopSpec(guards=Guards(max_model_retries=1))
     sync.run(spec, "hi", model=model, clock=time.clock, sleep=time.sleep)
     assert time.slept == []
+
+
+def test_a_prompt_starts_an_idle_loop() -> None:
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel([text("hello")]), loop=Loop(LoopSpec()))
+    assert run.stop_reason is StopReason.completed and run.output == "hello"
+
+
+def test_an_idle_loop_needs_a_prompt() -> None:
+    with pytest.raises(ValueError, match="has not started: give it a prompt"):
+        sync.run(LoopSpec(), model=ScriptedModel([]), loop=Loop(LoopSpec()))
+
+
+def test_a_loop_still_waiting_is_resumed_without_a_prompt() -> None:
+    spec = LoopSpec(tools=(delete.spec,))
+    model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "/tmp/x"})), text("done")])
+    first = sync.run(spec, "clean up", model=model, tools=[delete])
+    before = first.loop.dump()
+    with pytest.raises(
+        ValueError, match=r"still waits on d \(delete\): resume it without a prompt"
+    ):
+        sync.run(spec, "and more", model=model, tools=[delete], loop=first.loop)
+    assert first.loop.dump() == before
+
+
+@pytest.mark.xfail(
+    raises=ProtocolError, reason="Loop.start on a finished loop lands in the core", strict=False
+)
+def test_a_prompt_continues_a_finished_conversation() -> None:
+    model = ScriptedModel([text("Paris"), text("Berlin")])
+    first = sync.run(LoopSpec(), "The capital of France?", model=model)
+    run = sync.run(LoopSpec(), "And of Germany?", model=model, loop=first.loop)
+    assert run.stop_reason is StopReason.completed and run.output == "Berlin"
+    assert [m.content for m in model.requests[1].messages if type(m) is UserMessage] == [
+        "The capital of France?",
+        "And of Germany?",
+    ]

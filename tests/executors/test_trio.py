@@ -291,3 +291,23 @@ def test_the_deadline_tick_follows_the_loop_after_every_step(
     run = in_trio(lambda: trio_executor.run(spec, "go", model=model, tools=[slow]))
     assert run.stop_reason is StopReason.deadline
     assert [e.now for e in run.state.events if type(e) is Tick] == pytest.approx(expected_ticks)
+
+
+def test_a_prompt_starts_an_idle_loop_and_a_waiting_loop_refuses_one() -> None:
+    idle = Loop(LoopSpec())
+    run = in_trio(lambda: trio_executor.run(LoopSpec(), "rest", model=batch("nap"), loop=idle))
+    assert run.stop_reason is StopReason.completed
+
+    @tool(needs_approval=True)
+    async def launch(n: int) -> str:
+        """Needs a human."""
+        return "launched"
+
+    spec = LoopSpec(tools=(launch.spec,))
+    first = in_trio(lambda: trio_executor.run(spec, "go", model=batch("launch", 1), tools=[launch]))
+    with pytest.raises(ValueError, match="resume it without a prompt"):
+        in_trio(
+            lambda: trio_executor.run(
+                spec, "again", model=ScriptedModel([]), tools=[launch], loop=first.loop
+            )
+        )
