@@ -11,7 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from turnstile.core import Command, ModelRequest, ModelResponse, Observation
+from turnstile.core import (
+    Command,
+    ModelFailed,
+    ModelRequest,
+    ModelResponse,
+    Observation,
+    StopReason,
+)
 from turnstile.executors import Run, ToolRunner, sync
 from turnstile.providers._client import WireClient
 from turnstile.providers.replay import (
@@ -107,7 +114,9 @@ def replay(
 
     Raises:
         ReplayMismatch: a request differed from the recording (the message holds the diff), a
-            tool call had no recorded output, or the run ended with exchanges unused.
+            tool call had no recorded output, or the run ended with exchanges unused (the
+            message says why it ended); the message ends with the transcript of the run until
+            then.
         TraceError: `trace` is not a replayable trace.
     """
     if executor not in ("sync", "trio"):
@@ -140,16 +149,32 @@ def replay(
         )
         run = trio.run(drive, clock=_trio_time())
     if model.mismatch is not None:
-        raise model.mismatch
+        raise _with_run(model.mismatch.index, str(model.mismatch), run)
     served = len(trace.exchanges) - len(transport.remaining)
     if recorded.unrecorded:
         calls = "; ".join(recorded.unrecorded)
-        raise ReplayMismatch(served, f"the trace has no recorded output for: {calls}")
+        raise _with_run(served, f"the trace has no recorded output for: {calls}", run)
     if transport.remaining:
         nxt = transport.remaining[0].request
-        raise ReplayMismatch(
+        raise _with_run(
             served,
-            f"the run ended ({run.stop_reason.value}) after {served} of {len(trace.exchanges)} "
-            f"exchanges; the next was {nxt.method} {nxt.path}",
+            f"the run ended ({run.stop_reason.value}) after {served} of "
+            f"{len(trace.exchanges)} exchanges{_because(run)}; the next was {nxt.method} "
+            f"{nxt.path}",
+            run,
         )
     return run
+
+
+def _because(run: Run) -> str:
+    """Why the run ended, when a failed model call ended it."""
+    if run.stop_reason is StopReason.model_error:
+        failed = next((e for e in reversed(run.state.events) if type(e) is ModelFailed), None)
+        if failed is not None:
+            return f", because {failed.command_id} failed: {failed.message}"
+    return ""
+
+
+def _with_run(index: int, message: str, run: Run) -> ReplayMismatch:
+    """The mismatch, followed by the transcript of the run until then: how far it got."""
+    return ReplayMismatch(index, f"{message}\n\nThe run until then:\n{run.transcript()}")

@@ -222,6 +222,43 @@ def test_exchanges_left_over_fail_the_replay() -> None:
         replay(trace)
 
 
+def refused_at_first(path: Path) -> Trace:
+    """The trace, its first request answered with a 401 instead."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["exchanges"][0]["response"] = {
+        "status": 401,
+        "headers": {"content-type": "application/json"},
+        "body": {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        },
+    }
+    return msgspec.convert(data, Trace)
+
+
+@pytest.mark.parametrize("executor", ["sync", "trio"])
+def test_a_run_that_ends_early_says_why_and_what_it_did(executor: Any) -> None:
+    with pytest.raises(ReplayMismatch) as info:
+        replay(refused_at_first(FIXTURES / "anthropic/weather.json"), executor=executor)
+    message = str(info.value)
+    assert (
+        "the run ended (model_error) after 1 of 2 exchanges, because model-1 failed: "
+        "authentication_error: invalid x-api-key (HTTP 401); the next was POST /v1/messages"
+    ) in message
+    assert "user: 北京和上海哪个更暖和?" in message  # the transcript of the run until then
+
+
+def test_a_changed_request_comes_with_the_run_until_then() -> None:
+    trace = load_trace(FIXTURES / "openai-responses/weather.json")
+    assert trace.loop is not None
+    outputs = trace.loop["tool_outputs"]
+    first = next(iter(outputs))
+    outputs[first] = {**outputs[first], "content": '{"温度":-5}'}
+    with pytest.raises(ReplayMismatch) as info:
+        replay(trace)
+    assert '← get_weather: {"温度":-5}' in str(info.value)
+
+
 def test_a_tool_call_without_a_recorded_output_is_an_error_result() -> None:
     tools = RecordedTools(load_trace(FIXTURES / "anthropic/tool_error.json"))
     outcome = tools.run("get_weather", {"city": "广州"})
