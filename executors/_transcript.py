@@ -12,8 +12,10 @@ from turnstile.core import (
     Cancelled,
     Denied,
     LoopState,
+    Message,
     ModelFailed,
     ModelReplied,
+    Started,
     Text,
     Thinking,
     ToolCall,
@@ -40,52 +42,123 @@ def _args(arguments: dict[str, object]) -> str:
     return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
-def transcript(state: LoopState) -> str:
-    """Render a state (finished or not): the ledger, with each reply's stop and usage."""
-    replies = iter([e for e in state.events if type(e) is ModelReplied])
-    names: dict[str, str] = {}
-    lines: list[str] = []
-    turn = 0
-    for message in state.messages:
+def _block(prefix: str, text: str) -> list[str]:
+    """`prefix` and `text`, each further line of the text indented two past the prefix's own
+    indentation, so that it cannot be read as a line of its own."""
+    first, *rest = text.split("\n")
+    indent = " " * (len(prefix) - len(prefix.lstrip(" ")) + 2)
+    return [prefix + first, *(indent + line for line in rest)]
+
+
+class _Ledger:
+    """Writes the state's messages out in order, each once, with the names of the calls."""
+
+    def __init__(self, state: LoopState) -> None:
+        self.messages = state.messages
+        self.next = 0
+        self.names: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.finalizing = False  # a prompt the loop added asks for the final answer
+        self.turns = 0
+
+    def flush(self) -> None:
+        """Write what the loop added since the last reply (its results, a prompt to finish).
+
+        The ledger does not say on which event each message came, so what is not a reply is
+        written before the next reply, failed call, cancel or run; the approvals and denials of
+        a round come before its results, since a round is written once all its calls are
+        answered."""
+        while self.next < len(self.messages):
+            message = self.messages[self.next]
+            if type(message) is AssistantMessage:
+                return
+            if type(message) is UserMessage:
+                self.finalizing = True
+            self.write(message)
+            self.next += 1
+
+    def started(self, messages: list[Message]) -> None:
+        """Write the messages a run started from (found by value: a loaded state's events
+        hold copies), and what came before them."""
+        n = len(messages)
+        at = self.next
+        while at + n <= len(self.messages) and self.messages[at : at + n] != messages:
+            at += 1
+        if at + n > len(self.messages):
+            return  # not in the ledger: written at the end, as they are
+        while self.next < at:
+            self.write(self.messages[self.next])
+            self.next += 1
+        for message in messages:
+            if type(message) is AssistantMessage:
+                self.lines.append("── given in the prompt ──")
+            self.write(message)
+        self.next += n
+
+    def replied(self, reply: ModelReplied) -> None:
+        self.flush()
+        r = reply.response
+        if self.finalizing:
+            head, self.finalizing = "── final answer", False
+        else:
+            self.turns += 1
+            head = f"── turn {self.turns}"
+        self.lines.append(f"{head} · {r.stop.value} · {_usage(r.usage)} ──")
+        if self.next < len(self.messages):
+            self.write(self.messages[self.next])
+            self.next += 1
+
+    def write(self, message: Message) -> None:
+        lines = self.lines
         match message:
             case UserMessage(content=content):
-                lines.append(f"user: {content}")
+                lines += _block("user: ", content)
             case AssistantMessage(content=parts):
-                reply = next(replies, None)
-                turn += 1
-                head = f"── turn {turn}"
-                if reply is not None:
-                    r = reply.response
-                    head += f" · {r.stop.value} · {_usage(r.usage)}"
-                lines.append(head + " ──")
                 for part in parts:
                     match part:
                         case Text(text=text):
-                            lines.append(f"assistant: {text}")
+                            lines += _block("assistant: ", text)
                         case Thinking(text=text, redacted=redacted):
-                            lines.append("thinking: " + ("[redacted]" if redacted else text))
+                            lines += _block("thinking: ", "[redacted]" if redacted else text)
                         case ToolCall(id=call_id, name=name) as call:
-                            names[call_id] = name
-                            shown = (
-                                call.raw_arguments if call.raw_arguments else _args(call.arguments)
-                            )
+                            self.names[call_id] = name
+                            shown = call.raw_arguments or _args(call.arguments)
                             cut = "" if call.complete else " [cut off]"
-                            lines.append(f"  → {name} {shown}{cut}")
+                            lines += _block(f"  → {name} ", shown + cut)
             case ToolResults(results=results):
                 for result in results:
                     mark = "✗" if result.is_error else "←"
-                    name = names.get(result.call_id, result.call_id)
-                    lines.append(f"  {mark} {name}: {result.content}")
+                    lines += _block(f"  {mark} {self.name(result.call_id)}: ", result.content)
+
+    def name(self, call_id: str) -> str:
+        return self.names.get(call_id, call_id)
+
+
+def transcript(state: LoopState) -> str:
+    """Render a state (finished or not) in the order things happened: each turn's reply with its
+    stop and usage, its calls, the approvals and denials they got, their results; failed model
+    calls and a cancel where they came."""
+    ledger = _Ledger(state)
+    lines = ledger.lines
     for event in state.events:
         match event:
+            case Started(messages=messages):
+                ledger.started(messages)
+            case ModelReplied():
+                ledger.replied(event)
             case ModelFailed(command_id=cid, message=msg, retryable=retryable):
-                lines.append(f"! {cid} failed ({'retryable' if retryable else 'final'}): {msg}")
+                ledger.flush()
+                lines += _block(f"! {cid} failed ({'retryable' if retryable else 'final'}): ", msg)
             case Approved(call_id=cid):
-                lines.append(f"✓ approved {names.get(cid, cid)} ({cid})")
+                lines.append(f"  ✓ approved {ledger.name(cid)} ({cid})")
             case Denied(call_id=cid, reason=reason):
-                lines.append(f"✗ denied {names.get(cid, cid)} ({cid}): {reason}")
+                lines += _block(f"  ✗ denied {ledger.name(cid)} ({cid}): ", reason)
             case Cancelled(reason=reason):
-                lines.append(f"! cancelled: {reason}")
+                ledger.flush()
+                lines += _block("! cancelled: ", reason)
+    ledger.flush()
+    for message in state.messages[ledger.next :]:  # only if the events do not account for it
+        ledger.write(message)
     waiting = [p.call for p in state.outstanding]
     if waiting:
         calls = ", ".join(f"{c.name} ({c.id})" for c in waiting)
@@ -93,7 +166,6 @@ def transcript(state: LoopState) -> str:
     elif state.phase != "done":
         lines.append(f"── {state.phase}")
     else:
-        lines.append(
-            f"── {state.stop_reason.value} after {state.turns} turns · {_usage(state.usage)} ──"
-        )
+        turns = f"{ledger.turns} turn{'' if ledger.turns == 1 else 's'}"
+        lines.append(f"── {state.stop_reason.value} after {turns} · {_usage(state.usage)} ──")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ __all__ = ["main"]
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -78,8 +79,9 @@ def _show(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     path = args.path
     data = _read(path)
-    if _is_trace(data):
-        problems = _trace_problems(path)
+    is_trace = _is_trace(path, data)
+    if is_trace:
+        problems = _trace_problems(path, data)
     else:  # a state that loads has a valid history: Loop.load checks it
         problems = []
         count = len(_load(path, data).state.messages)
@@ -87,26 +89,56 @@ def _validate(args: argparse.Namespace) -> int:
         for where, problem in problems:
             print(f"{path}: {where}: {problem}", file=sys.stderr)
         return 1
-    print(f"{path}: valid" + ("" if _is_trace(data) else f" ({count} messages)"))
+    print(f"{path}: valid" + ("" if is_trace else f" ({count} messages)"))
     return 0
 
 
-def _is_trace(data: bytes) -> bool:
+_TRACE_KEYS = frozenset({"format", "provider", "hand_written", "exchanges", "loop"})
+_STATE_KEYS = frozenset({"schema", "state"})
+
+
+def _is_trace(path: str, data: bytes) -> bool:
+    """Whether the file is a trace (else a state dump), told by its top-level keys, so that a
+    trace with a mistake in it is reported as one."""
     try:
         value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
+    except msgspec.DecodeError as e:
+        raise UsageError(f"{path}: not JSON: {_json_error(data, e)}") from None
+    keys = value.keys() if isinstance(value, dict) else set()
+    if keys & _STATE_KEYS:
         return False
-    return isinstance(value, dict) and "exchanges" in value
+    if keys & _TRACE_KEYS:
+        return True
+    raise UsageError(
+        f"{path}: neither a trace (`format`, `provider`, `exchanges`...) nor a state dump "
+        "(`schema`, `state`)"
+    )
 
 
-def _trace_problems(path: str) -> list[tuple[str, HistoryProblem]]:
+def _json_error(data: bytes, error: msgspec.DecodeError) -> str:
+    """What is wrong with `data` as JSON, by line and column where the standard library's
+    decoder can say (msgspec counts bytes)."""
+    try:
+        json.loads(data)
+    except json.JSONDecodeError as e:
+        return f"{e.msg} (line {e.lineno}, column {e.colno})"
+    except ValueError:  # not UTF-8, say
+        pass
+    return str(error)
+
+
+def _trace_problems(path: str, data: bytes) -> list[tuple[str, HistoryProblem]]:
     """Replay the trace and check the history of every request it makes and of its end."""
     from turnstile.executors.testing import replay
-    from turnstile.providers.replay import ReplayMismatch, TraceError
+    from turnstile.providers.replay import ReplayMismatch, Trace, TraceError
 
+    try:
+        trace = msgspec.json.decode(data, type=Trace)
+    except msgspec.ValidationError as e:
+        raise UsageError(f"{path}: not a valid trace: {e}") from None
     requests: list[CallModel] = []
     try:
-        run = replay(path, on_step=lambda s: requests.append(s) if type(s) is CallModel else None)
+        run = replay(trace, on_step=lambda s: requests.append(s) if type(s) is CallModel else None)
     except (TraceError, ReplayMismatch) as e:
         raise UsageError(f"{path}: cannot replay: {e}") from None
     found = [(f"request {c.id}", p) for c in requests for p in history_problems(c.request.messages)]
@@ -227,10 +259,16 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        sys.stdout.flush()  # here, where a reader that went away can be told from a bug
     except (UsageError, TurnstileError) as e:
         print(f"turnstile: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `turnstile diagram | head`: the reader has all it wanted
+        # what is still buffered goes nowhere, so the flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code
 
 
 if __name__ == "__main__":

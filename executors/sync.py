@@ -30,14 +30,24 @@ from turnstile.core import (
 )
 
 from ._protocols import ModelClient, ToolRunner
-from ._run import Run, answer, model_failed, prepare, renamed_state
+from ._run import Run, answer, check_model, first_commands, model_failed, prepare, renamed_state
 from ._toolbox import as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str"]
 
 
-def call_model(model: ModelClient, command: CallModel, now: Callable[[], float]) -> Observation:
-    """One model call as an observation; a failure of any kind becomes `ModelFailed`."""
+def call_model(
+    model: ModelClient,
+    command: CallModel,
+    now: Callable[[], float],
+    sleep: Callable[[float], object] = time.sleep,
+) -> Observation:
+    """One model call as an observation, sent no sooner than its `not_before` (waiting with
+    `sleep`); a failure of any kind becomes `ModelFailed`."""
+    if command.not_before is not None:
+        wait = command.not_before - now()
+        if wait > 0:
+            sleep(wait)
     try:
         response = model.complete(command.request)
     except Exception as e:
@@ -54,24 +64,28 @@ def run(
     loop: Loop | None = None,
     approve: Approver | None = None,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
     on_step: Callable[[Command | Observation], None] | None = None,
     state: Loop | None = None,
 ) -> Run:
     """Drive a loop until it finishes, or until only human approvals are left to wait for.
 
     Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`) by carrying out
-    the commands it still waits on. `approve` answers approval requests; without it they are
-    returned in `Run.waiting`. `on_step` sees every command and observation. `state` is the
+    the commands it still waits on. A `prompt` with a `loop` starts it if it is idle, and goes
+    on with its conversation (a new run, the prompt the next user message) if it is finished;
+    a loop still waiting on commands is resumed without one. `approve` answers approval
+    requests; without it they are returned in `Run.waiting`. `clock` stamps observations;
+    `sleep` waits out a retry's `CallModel.not_before` on that clock (a fake pair makes tests
+    and replays instant). `on_step` sees every command and observation. `state` is the
     deprecated name of `loop`.
+
+    Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
+    check_model(model, can_await=False)
     resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     loop, now = prepare(spec, runner, prompt, resumed, clock)
-    if resumed is None:
-        assert prompt is not None  # checked by prepare
-        pending = deque(loop.start(prompt, now()))
-    else:
-        pending = deque(loop.outstanding_commands())
+    pending = deque(first_commands(loop, prompt, now))
     waiting: list[AwaitApproval] = []
     while pending:
         command = pending.popleft()
@@ -81,7 +95,7 @@ def run(
             case Finish():
                 return Run(loop, command)
             case CallModel():
-                obs = call_model(model, command, now)
+                obs = call_model(model, command, now, sleep)
             case RunTool(id=call_id, name=name, arguments=arguments):
                 outcome = runner.run(name, arguments)
                 obs = ToolReturned(call_id, outcome.content, outcome.is_error, now=now())

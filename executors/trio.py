@@ -1,10 +1,11 @@
 """The trio executor: every command the loop hands out runs at once, in one nursery.
 
 The core decides what may overlap (it only hands out calls that may run together); this driver
-just starts each command as a task and feeds the observations back as they arrive. Sync tools
-and sync model clients run in worker threads. A per-tool timeout ends in an error result naming
-it. When the run itself is cancelled (a cancel scope, or Ctrl-C), the loop is told, writes a
-result for every started call, and `run` returns `Finish(cancelled)` instead of raising.
+just starts each command as a task and feeds the observations back as they arrive. Sync tools,
+sync model clients and sync approvers run in worker threads. A per-tool timeout ends in an error
+result naming it. When the run itself is cancelled (a cancel scope, or Ctrl-C), the loop is
+told, writes a result for every started call, and `run` returns `Finish(cancelled)` instead of
+raising.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ except ModuleNotFoundError as error:
     raise missing_extra(error, "trio", needed_by="turnstile.executors.trio") from None
 
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
-from ._run import Run, answer, model_failed, prepare, renamed_state
+from ._run import Run, answer, check_model, first_commands, model_failed, prepare, renamed_state
 from ._toolbox import Toolbox, as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
@@ -63,6 +64,12 @@ async def _invoke(runner: ToolRunner, name: str, arguments: dict[str, Any]) -> T
     if tool is not None and tool.is_async:
         return await tool.ainvoke(arguments)
     return await trio.to_thread.run_sync(runner.run, name, arguments, abandon_on_cancel=True)
+
+
+def _is_async(fn: Callable[..., object]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004  # an object whose __call__ is async
+    )
 
 
 def _only(group: BaseExceptionGroup[BaseException], kinds: tuple[type, ...]) -> bool:
@@ -86,18 +93,25 @@ async def run(
     """Drive a loop under trio until it finishes, or until only approvals are left to wait for.
 
     Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
-    Times come from trio's clock, so `trio.testing.MockClock` makes timeouts instant in tests.
+    Times come from trio's clock, so `trio.testing.MockClock` makes timeouts, and the waits a
+    retry's `CallModel.not_before` asks for, instant in tests.
+    Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
+    `ModelClient`.
     """
+    check_model(model, can_await=True)
     resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     loop, now = prepare(spec, runner, prompt, resumed, clock)
     timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in loop.spec.tools}
-    observations, inbox = trio.open_memory_channel[tuple[str, Observation]](math.inf)
-    tasks: dict[str, trio.CancelScope] = {}
+    # each observation comes keyed by its command's id, a tick by its ticker's scope
+    observations, inbox = trio.open_memory_channel[tuple[object, Observation]](math.inf)
+    tasks: dict[object, trio.CancelScope] = {}
     waiting: list[AwaitApproval] = []
     finish: Finish | None = None
 
     async def model_call(command: CallModel) -> Observation:
+        if command.not_before is not None:  # on the clock that stamps observations
+            await trio.sleep_until(trio.current_time() + command.not_before - now())
         try:
             response = await _complete(model, command)
         except Exception as e:
@@ -115,13 +129,16 @@ async def run(
 
     async def approval(command: AwaitApproval) -> Observation:
         assert approve is not None
-        decision = approve(command)
+        if _is_async(approve):
+            decision = approve(command)
+        else:  # a person at a prompt, say: other calls go on meanwhile
+            decision = await trio.to_thread.run_sync(approve, command, abandon_on_cancel=True)
         if inspect.isawaitable(decision):
             decision = await decision
         return answer(command, decision, now())
 
     async def task(
-        key: str, scope: trio.CancelScope, work: Callable[[], Awaitable[Observation]]
+        key: object, scope: trio.CancelScope, work: Callable[[], Awaitable[Observation]]
     ) -> None:
         with scope:
             observations.send_nowait((key, await work()))
@@ -130,11 +147,8 @@ async def run(
     def step(nursery: trio.Nursery, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or start it) and launch what it decides."""
         nonlocal finish
-        if obs is None and resumed is None:
-            assert prompt is not None  # checked by prepare
-            commands = loop.start(prompt, now())
-        elif obs is None:
-            commands = loop.outstanding_commands()
+        if obs is None:
+            commands = first_commands(loop, prompt, now)
         else:
             if on_step is not None:
                 on_step(obs)
@@ -158,12 +172,27 @@ async def run(
             tasks[command.id] = scope = trio.CancelScope()
             nursery.start_soon(task, command.id, scope, work)
 
-    async def ticker() -> None:
-        """Wake the loop when its deadline is due, even while every task is still busy."""
+    ticker = trio.CancelScope()  # the armed tick's scope, which keys its Tick
+    armed = False
+    armed_for: float | None = None
+
+    async def tick(scope: trio.CancelScope, when: float) -> None:
+        with scope:
+            await trio.sleep_until(when)
+            observations.send_nowait((scope, Tick(now=now())))
+
+    def arm(nursery: trio.Nursery) -> None:
+        """Wake the loop when its deadline is due, even while every task is still busy. The
+        deadline moves as the run goes (time spent waiting only for a person does not count),
+        so this follows `next_deadline()` after every step; a tick armed before is dropped."""
+        nonlocal ticker, armed, armed_for
         deadline = loop.next_deadline()
+        if armed and deadline == armed_for:
+            return
+        ticker.cancel()
+        ticker, armed, armed_for = trio.CancelScope(), deadline is not None, deadline
         if deadline is not None:
-            await trio.sleep_until(trio.current_time() + deadline - now())
-            observations.send_nowait(("tick", Tick(now=now())))
+            nursery.start_soon(tick, ticker, trio.current_time() + deadline - now())
 
     def abandon_stale() -> None:
         """Cancel tasks whose results the loop no longer waits for (it finished, or a guard
@@ -175,12 +204,16 @@ async def run(
     try:
         async with trio.open_nursery() as nursery:
             step(nursery, None)
-            nursery.start_soon(ticker)
+            arm(nursery)
             while finish is None and tasks:
                 key, obs = await inbox.receive()
-                if key == "tick" or tasks.pop(key, None) is not None:  # else: abandoned
-                    step(nursery, obs)
-                    abandon_stale()
+                if key is ticker:
+                    armed = False  # it fired: the next one is armed even for the same time
+                elif tasks.pop(key, None) is None:
+                    continue  # abandoned, or a tick armed before the deadline moved
+                step(nursery, obs)
+                abandon_stale()
+                arm(nursery)
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         if not _only(group, (trio.Cancelled, KeyboardInterrupt)) or finish is not None:

@@ -14,7 +14,9 @@ the tool process has confined itself for its call.
 
 When the tool's process exits, init tells the launcher how it ended and whether anything else
 was left, then exits; the kernel kills whatever is left in the namespace. The launcher answers
-`Done` as soon as init is alone in it. `Kill` from the host SIGKILLs init (same effect).
+`Done` once init has exited, and so every process of the call with it (init's exit waits for
+the rest of its namespace), never while one still runs. `Kill` from the host SIGKILLs init (same
+effect).
 Without pid namespaces the launcher is a child subreaper instead: orphans come back to it and
 are killed before `Done`, and trees are made only when their call comes.
 """
@@ -242,9 +244,8 @@ def _sweep() -> bool:
 
 
 def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
-    """Wait for the call to end, killing it on `Kill` or if the host goes away. Returns the
-    `Done` to send and whether the host is gone; a tree left running (init alone in its pid
-    namespace, about to exit) is reaped by the caller."""
+    """Wait for the call's init to exit, killing it on `Kill` or if the host goes away. Returns
+    the `Done` to send and whether the host is gone."""
     poller = select.poll()
     for fd in (tree.pidfd, sock.fileno(), tree.up.fileno()):
         poller.register(fd, select.POLLIN)
@@ -258,8 +259,6 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
             poller.unregister(tree.up)
             heard = True
             ended = got[0] if got is not None and isinstance(got[0], Exited) else None
-            if ended is not None and tree.pid_namespace and not ended.strays:
-                break  # only init is left of the call, about to exit
         if sock.fileno() in ready:
             got = receive(sock)
             for fd in [] if got is None else got[1]:
@@ -268,10 +267,8 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
                 tree.kill()
                 killed, gone = True, got is None
                 poller.unregister(sock)
-    strays = ended is not None and ended.strays
-    if exited:
-        tree.reap()
-        strays = (not tree.pid_namespace and _sweep()) or strays
+    tree.reap()
+    strays = (not tree.pid_namespace and _sweep()) or (ended is not None and ended.strays)
     wait_status = None if ended is None else ended.wait_status
     return Done(killed, strays, wait_status), gone
 

@@ -6,11 +6,19 @@ from __future__ import annotations
 __all__ = ["replay"]
 
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from turnstile.core import Command, ModelRequest, ModelResponse, Observation
+from turnstile.core import (
+    Command,
+    ModelFailed,
+    ModelRequest,
+    ModelResponse,
+    Observation,
+    StopReason,
+)
 from turnstile.executors import Run, ToolRunner, sync
 from turnstile.providers._client import WireClient
 from turnstile.providers.replay import (
@@ -47,6 +55,47 @@ class _Watched:
             raise
 
 
+class _Time:
+    """A sync replay's clock: it stands still but for the waits the loop asks for (a retry's
+    `not_before`), which pass at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.0)
+
+
+def _trio_time() -> Any:
+    """A trio replay's clock (`trio.abc.Clock`): it stands still while anything runs, a worker
+    thread included, and jumps to the next time something waits for (a retry's `not_before`, a
+    timeout, the deadline) once everything waits. `MockClock`'s autojump would take a thread
+    that is still running for idleness, and so jump to the deadline while a tool runs."""
+    import trio
+
+    class Time(trio.abc.Clock):
+        def __init__(self) -> None:
+            self.now = 0.0
+
+        def start_clock(self) -> None:
+            pass
+
+        def current_time(self) -> float:
+            return self.now
+
+        def deadline_to_sleep_time(self, deadline: float) -> float:
+            running = trio.to_thread.current_default_thread_limiter().borrowed_tokens
+            if running or deadline == math.inf:
+                return math.inf  # a thread that finishes wakes the run loop
+            self.now = max(self.now, deadline)
+            return 0.0
+
+    return Time()
+
+
 def replay(
     trace: Trace | str | Path,
     *,
@@ -59,11 +108,15 @@ def replay(
     `executor="trio"` drives it with `turnstile.executors.trio` (inside its own `trio.run`) over
     the async SDK client. `tools` runs the calls instead of the recorded outputs (real tools, a
     sandbox): they must produce those outputs, or the next request will not match. `on_step`
-    sees every command and observation, as in the executors.
+    sees every command and observation, as in the executors. Time is the replay's own: it
+    starts at 0 and moves only when the loop waits for a time (a retry's `not_before`), at
+    once, so a replay never really waits and always makes the same decisions.
 
     Raises:
         ReplayMismatch: a request differed from the recording (the message holds the diff), a
-            tool call had no recorded output, or the run ended with exchanges unused.
+            tool call had no recorded output, or the run ended with exchanges unused (the
+            message says why it ended); the message ends with the transcript of the run until
+            then.
         TraceError: `trace` is not a replayable trace.
     """
     if executor not in ("sync", "trio"):
@@ -77,7 +130,16 @@ def replay(
     client, transport = client_and_transport(trace, sync=executor == "sync")
     model = _Watched(client)
     if executor == "sync":
-        run = sync.run(spec, prompt, model=model, tools=tools, on_step=on_step)
+        time = _Time()
+        run = sync.run(
+            spec,
+            prompt,
+            model=model,
+            tools=tools,
+            clock=time.clock,
+            sleep=time.sleep,
+            on_step=on_step,
+        )
     else:
         import trio
         from turnstile.executors import trio as trio_executor
@@ -85,18 +147,34 @@ def replay(
         drive = functools.partial(
             trio_executor.run, spec, prompt, model=model, tools=tools, on_step=on_step
         )
-        run = trio.run(drive)
+        run = trio.run(drive, clock=_trio_time())
     if model.mismatch is not None:
-        raise model.mismatch
+        raise _with_run(model.mismatch.index, str(model.mismatch), run)
     served = len(trace.exchanges) - len(transport.remaining)
     if recorded.unrecorded:
         calls = "; ".join(recorded.unrecorded)
-        raise ReplayMismatch(served, f"the trace has no recorded output for: {calls}")
+        raise _with_run(served, f"the trace has no recorded output for: {calls}", run)
     if transport.remaining:
         nxt = transport.remaining[0].request
-        raise ReplayMismatch(
+        raise _with_run(
             served,
-            f"the run ended ({run.stop_reason.value}) after {served} of {len(trace.exchanges)} "
-            f"exchanges; the next was {nxt.method} {nxt.path}",
+            f"the run ended ({run.stop_reason.value}) after {served} of "
+            f"{len(trace.exchanges)} exchanges{_because(run)}; the next was {nxt.method} "
+            f"{nxt.path}",
+            run,
         )
     return run
+
+
+def _because(run: Run) -> str:
+    """Why the run ended, when a failed model call ended it."""
+    if run.stop_reason is StopReason.model_error:
+        failed = next((e for e in reversed(run.state.events) if type(e) is ModelFailed), None)
+        if failed is not None:
+            return f", because {failed.command_id} failed: {failed.message}"
+    return ""
+
+
+def _with_run(index: int, message: str, run: Run) -> ReplayMismatch:
+    """The mismatch, followed by the transcript of the run until then: how far it got."""
+    return ReplayMismatch(index, f"{message}\n\nThe run until then:\n{run.transcript()}")

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+_MISMATCHED = pytest.StashKey[bool]()
 _RECORDED = pytest.StashKey[list[str]]()
 _MARKER = (
     "turnstile_trace(path, *, provider=None, model=None, stream=None, **options): replay the "
@@ -72,18 +73,33 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]
             yield exc
 
 
+def _keep_snapshots(item: pytest.Item) -> None:
+    """Tell syrupy that the test did not get as far as its snapshots: it would count them as
+    unused, advise `--snapshot-update` and, given it, delete them, while the snapshot is the
+    record the changed agent is to be checked against once the trace matches again. Syrupy
+    keeps the snapshots of skipped tests; its session (which its own `snapshot` fixture reads
+    from `config._syrupy`) is told this one was, for its bookkeeping only."""
+    session = getattr(item.config, "_syrupy", None)
+    if session is not None and hasattr(session, "ran_item"):
+        session.ran_item(item.nodeid, "skipped")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Keeps the call's report for the trace's teardown checks; a mismatch that reached the test
-    inside an exception group (a trio nursery's) is reported as itself."""
+    inside an exception group (a trio nursery's) is reported as itself. A test a mismatch
+    failed keeps its snapshots."""
     report = yield
+    if report.when == "teardown" and item.stash.get(_MISMATCHED, False):
+        _keep_snapshots(item)  # after syrupy has seen the call's report
     if report.when != "call":
         return report
     item.stash[_CALL_REPORT] = report
     error = call.excinfo.value if call.excinfo is not None else None
-    if isinstance(error, BaseExceptionGroup):
-        leaves = list(_leaves(error))
-        if all(isinstance(leaf, TraceMismatchFailure) for leaf in leaves):
+    leaves = list(_leaves(error)) if isinstance(error, BaseExceptionGroup) else [error]
+    if error is not None and all(isinstance(leaf, TraceMismatchFailure) for leaf in leaves):
+        item.stash[_MISMATCHED] = True
+        if isinstance(error, BaseExceptionGroup):
             report.longrepr = "\n\n".join(str(leaf) for leaf in leaves)
     return report
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from turnstile.executors import cli
@@ -90,3 +94,70 @@ def test_a_usage_mistake_is_one_line_too(capsys: pytest.CaptureFixture[str]) -> 
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "invalid choice: 'gemini'" in err
+
+
+@pytest.mark.parametrize("command", [["diagram"], ["demo"]])
+def test_output_into_a_closed_pipe_ends_quietly(command: list[str]) -> None:
+    """`turnstile diagram | head`: the reader may be gone before the output is written."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "turnstile.executors.cli", *command],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(writer)
+    assert done.stderr == b""
+    assert done.returncode == 1
+
+
+def test_replay_says_why_the_run_ended_early(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = json.loads((FIXTURES / "anthropic" / "weather.json").read_text())
+    trace["exchanges"][0]["response"] = {
+        "status": 401,
+        "headers": {"content-type": "application/json"},
+        "body": {"type": "error", "error": {"type": "authentication_error", "message": "no key"}},
+    }
+    path = tmp_path / "refused.json"
+    path.write_text(json.dumps(trace, ensure_ascii=False))
+    assert cli.main(["replay", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "after 1 of 2 exchanges, because model-1 failed: authentication_error: no key" in err
+    assert "user: 北京和上海哪个更暖和?" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        pytest.param(
+            lambda text: text.replace('"exchanges": [', '"exchanges": [,', 1),
+            r"not JSON: Expecting value \(line \d+, column \d+\)",
+            id="a JSON syntax error",
+        ),
+        pytest.param(
+            lambda text: text.replace('"exchanges"', '"exchange"', 1),
+            "not a valid trace: Object contains unknown field `exchange`",
+            id="a misspelt field",
+        ),
+        pytest.param(
+            lambda text: '{"hello": "world"}',
+            "neither a trace .* nor a state dump",
+            id="neither",
+        ),
+    ],
+)
+def test_validate_says_what_is_wrong_with_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, message: str
+) -> None:
+    path = tmp_path / "trace.json"
+    text = (FIXTURES / "anthropic" / "weather.json").read_text(encoding="utf-8")
+    path.write_text(edit(text), encoding="utf-8")
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert "state dump:" not in err and err.count("\n") == 1

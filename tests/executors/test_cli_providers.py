@@ -77,7 +77,7 @@ def test_run_prints_the_transcript(
         "user: 用一句话介绍北京。\n"
         "── turn 1 · other · 41 in / 23 out ──\n"
         "assistant: 北京是中国的首都,有三千多年的建城史。\n"
-        "── completed after 1 turns · 41 in / 23 out ──\n"
+        "── completed after 1 turn · 41 in / 23 out ──\n"
     )
 
 

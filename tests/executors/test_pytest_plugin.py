@@ -155,6 +155,22 @@ def test_a_changed_request_fails_through_sync_run_with_the_diff(
     assert not (pytester.path / "__snapshots__").exists()
 
 
+def test_a_trace_mismatch_keeps_the_test_s_snapshot(pytester: pytest.Pytester) -> None:
+    """The test fails before its snapshot assertion: the snapshot is not unused, and
+    `--snapshot-update` (which deletes unused snapshots) must neither be advised nor delete it."""
+    _project(pytester)
+    _run(pytester, "--snapshot-update").assert_outcomes(passed=1)
+    ambr = pytester.path / "__snapshots__" / "test_weather.ambr"
+    stored = ambr.read_text(encoding="utf-8")
+    pytester.makepyfile(test_weather=USER_TEST.replace("上海哪个", "广州哪个"))
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    assert "--snapshot-update" not in result.stdout.str()
+    assert "unused" not in result.stdout.str()
+    _run(pytester, "--snapshot-update").assert_outcomes(failed=1)
+    assert ambr.read_text(encoding="utf-8") == stored
+
+
 def test_an_edited_snapshot_fails(pytester: pytest.Pytester) -> None:
     _project(pytester)
     _run(pytester, "--snapshot-update").assert_outcomes(passed=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ from turnstile.providers.replay import (
     load_trace,
     spec_for,
 )
+
+from .backoff import retries_wait
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -219,6 +222,43 @@ def test_exchanges_left_over_fail_the_replay() -> None:
         replay(trace)
 
 
+def refused_at_first(path: Path) -> Trace:
+    """The trace, its first request answered with a 401 instead."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["exchanges"][0]["response"] = {
+        "status": 401,
+        "headers": {"content-type": "application/json"},
+        "body": {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        },
+    }
+    return msgspec.convert(data, Trace)
+
+
+@pytest.mark.parametrize("executor", ["sync", "trio"])
+def test_a_run_that_ends_early_says_why_and_what_it_did(executor: Any) -> None:
+    with pytest.raises(ReplayMismatch) as info:
+        replay(refused_at_first(FIXTURES / "anthropic/weather.json"), executor=executor)
+    message = str(info.value)
+    assert (
+        "the run ended (model_error) after 1 of 2 exchanges, because model-1 failed: "
+        "authentication_error: invalid x-api-key (HTTP 401); the next was POST /v1/messages"
+    ) in message
+    assert "user: 北京和上海哪个更暖和?" in message  # the transcript of the run until then
+
+
+def test_a_changed_request_comes_with_the_run_until_then() -> None:
+    trace = load_trace(FIXTURES / "openai-responses/weather.json")
+    assert trace.loop is not None
+    outputs = trace.loop["tool_outputs"]
+    first = next(iter(outputs))
+    outputs[first] = {**outputs[first], "content": '{"温度":-5}'}
+    with pytest.raises(ReplayMismatch) as info:
+        replay(trace)
+    assert '← get_weather: {"温度":-5}' in str(info.value)
+
+
 def test_a_tool_call_without_a_recorded_output_is_an_error_result() -> None:
     tools = RecordedTools(load_trace(FIXTURES / "anthropic/tool_error.json"))
     outcome = tools.run("get_weather", {"city": "广州"})
@@ -296,3 +336,15 @@ def test_replay_takes_a_path_or_a_trace_and_leaves_the_trace_untouched() -> None
 def test_an_unknown_executor_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown executor 'asyncio'"):
         replay(FIXTURES / "anthropic/weather.json", executor="asyncio")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("executor", ["sync", "trio"])
+def test_a_replay_waits_for_a_retry_on_a_virtual_clock(
+    monkeypatch: pytest.MonkeyPatch, executor: Any
+) -> None:
+    retries_wait(monkeypatch, 30.0)
+    began = time.monotonic()
+    run = replay(FIXTURES / "anthropic" / "overloaded.stream.json", executor=executor)
+    assert time.monotonic() - began < 10  # thirty seconds of the replay's time, not of ours
+    failed, retried = [e for e in run.state.events if type(e) in (ModelFailed, ModelReplied)][:2]
+    assert type(failed) is ModelFailed and retried.now - failed.now == pytest.approx(30.0)

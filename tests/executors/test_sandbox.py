@@ -136,6 +136,26 @@ def made_ahead(launchers: set[str]) -> set[str]:
     raise AssertionError(f"no tree made ahead by {launchers}")
 
 
+def alive(pid: str) -> bool:
+    """Whether `pid` still runs (a zombie has ended: only its exit status is left)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_run_returns_only_once_every_process_of_the_call_has_ended() -> None:
+    before = set(h.launchers())
+    with Sandbox([h.add], warm=1) as sandbox:
+        assert sandbox.run("add", {"a": 1, "b": 1}).content == "2"  # the launcher is up
+        [launcher] = set(h.launchers()) - before
+        for n in range(20):  # the call's init used to be still exiting in most of them
+            serving = made_ahead({launcher})
+            assert sandbox.run("add", {"a": n, "b": 1}).content == str(n + 1)
+            assert [pid for pid in serving if alive(pid)] == []
+
+
 def test_a_cold_launcher_loads_only_the_few_core_modules_it_needs() -> None:
     sandbox = Sandbox([h.modules_before_me])
     content, is_error = run(sandbox, "modules_before_me")

@@ -11,16 +11,21 @@ from turnstile.core import (
     ModelRequest,
     ModelResponse,
     ModelStop,
+    ProtocolError,
     StopReason,
     Text,
     ToolCall,
     ToolOutcome,
     ToolSpec,
     Usage,
+    UserMessage,
     tool,
     validate_history,
 )
 from turnstile.executors import ScriptedModel, Toolbox, sync
+from turnstile.providers import anthropic_messages
+
+from .backoff import retries_wait
 
 
 @tool
@@ -152,3 +157,105 @@ def test_a_runner_without_specs_is_told_what_it_lacks() -> None:
 
     with pytest.raises(TypeError, match="has run\\(\\) but no specs"):
         sync.run(LoopSpec(), "hi", model=ScriptedModel([]), tools=Runner())  # type: ignore[arg-type]
+
+
+def test_a_model_failure_keeps_its_kind_and_the_wait_the_provider_asked_for() -> None:
+    limited = ModelError("slow down", kind="rate_limit_error", retry_after=1.5)
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel([limited]))
+    failed = run.state.events[-1]
+    assert (failed.kind, failed.retry_after, failed.retryable) == ("rate_limit_error", 1.5, False)
+
+
+def test_a_function_is_not_a_model_client() -> None:
+    def reply(request: ModelRequest) -> ModelResponse:
+        return text("hi")
+
+    expected = r"needs a ModelClient.*complete\(request\).*function reply"
+    with pytest.raises(TypeError, match=expected):
+        sync.run(LoopSpec(), "hi", model=reply)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"ScriptedModel\(reply\)"):
+        sync.run(LoopSpec(), "hi", model=reply)  # type: ignore[arg-type]
+
+
+def test_an_async_client_is_refused_by_the_sync_executor_before_the_run_starts() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    over_async_sdk = anthropic_messages.Client(anthropic.AsyncAnthropic(api_key="unused"))
+
+    class OnlyAsync:
+        async def acomplete(self, request: ModelRequest) -> ModelResponse:
+            return text("hi")
+
+    for model in (over_async_sdk, OnlyAsync()):
+        with pytest.raises(TypeError, match=r"is async.*turnstile\.executors\.trio"):
+            sync.run(LoopSpec(), "hi", model=model)  # type: ignore[arg-type]
+
+
+class FakeTime:
+    """A clock and a sleep for it: sleeping moves the clock on, at once."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_retry_is_not_sent_before_the_time_the_loop_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    retries_wait(monkeypatch, 1.5)
+    time = FakeTime(100.0)
+    model = ScriptedModel([ModelError("overloaded", retryable=True), text("fine")])
+    spec = LoopSpec(guards=Guards(max_model_retries=1))
+    run = sync.run(spec, "hi", model=model, clock=time.clock, sleep=time.sleep)
+    assert run.stop_reason is StopReason.completed
+    assert time.slept == [1.5]
+    assert [e.now for e in run.state.events] == [100.0, 100.0, 101.5]
+
+
+def test_a_time_already_past_is_no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    retries_wait(monkeypatch, -1.0)
+    time = FakeTime(0.0)
+    model = ScriptedModel([ModelError("overloaded", retryable=True), text("fine")])
+    spec = LoopSpec(guards=Guards(max_model_retries=1))
+    sync.run(spec, "hi", model=model, clock=time.clock, sleep=time.sleep)
+    assert time.slept == []
+
+
+def test_a_prompt_starts_an_idle_loop() -> None:
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel([text("hello")]), loop=Loop(LoopSpec()))
+    assert run.stop_reason is StopReason.completed and run.output == "hello"
+
+
+def test_an_idle_loop_needs_a_prompt() -> None:
+    with pytest.raises(ValueError, match="has not started: give it a prompt"):
+        sync.run(LoopSpec(), model=ScriptedModel([]), loop=Loop(LoopSpec()))
+
+
+def test_a_loop_still_waiting_is_resumed_without_a_prompt() -> None:
+    spec = LoopSpec(tools=(delete.spec,))
+    model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "/tmp/x"})), text("done")])
+    first = sync.run(spec, "clean up", model=model, tools=[delete])
+    before = first.loop.dump()
+    with pytest.raises(
+        ValueError, match=r"still waits on d \(delete\): resume it without a prompt"
+    ):
+        sync.run(spec, "and more", model=model, tools=[delete], loop=first.loop)
+    assert first.loop.dump() == before
+
+
+@pytest.mark.xfail(
+    raises=ProtocolError, reason="Loop.start on a finished loop lands in the core", strict=False
+)
+def test_a_prompt_continues_a_finished_conversation() -> None:
+    model = ScriptedModel([text("Paris"), text("Berlin")])
+    first = sync.run(LoopSpec(), "The capital of France?", model=model)
+    run = sync.run(LoopSpec(), "And of Germany?", model=model, loop=first.loop)
+    assert run.stop_reason is StopReason.completed and run.output == "Berlin"
+    assert [m.content for m in model.requests[1].messages if type(m) is UserMessage] == [
+        "The capital of France?",
+        "And of Germany?",
+    ]
