@@ -11,7 +11,6 @@ from turnstile.core import (
     ModelRequest,
     ModelResponse,
     ModelStop,
-    ProtocolError,
     StopReason,
     Text,
     ToolCall,
@@ -247,9 +246,6 @@ def test_a_loop_still_waiting_is_resumed_without_a_prompt() -> None:
     assert first.loop.dump() == before
 
 
-@pytest.mark.xfail(
-    raises=ProtocolError, reason="Loop.start on a finished loop lands in the core", strict=False
-)
 def test_a_prompt_continues_a_finished_conversation() -> None:
     model = ScriptedModel([text("Paris"), text("Berlin")])
     first = sync.run(LoopSpec(), "The capital of France?", model=model)

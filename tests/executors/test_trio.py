@@ -313,10 +313,6 @@ def test_a_prompt_starts_an_idle_loop_and_a_waiting_loop_refuses_one() -> None:
         )
 
 
-@pytest.mark.xfail(
-    reason="the core stops counting time spent waiting only for a person (in progress)",
-    strict=False,
-)
 def test_a_slow_approver_does_not_use_up_the_run_s_deadline() -> None:
     @tool(needs_approval=True)
     async def write_file(n: int) -> str:
