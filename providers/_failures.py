@@ -81,8 +81,12 @@ def error_failure(
     `kind` is the first of `keys` that holds a non-empty string, else `error`; retryable when a
     kind is in `RETRYABLE` and the failure is not final, or, when the object names no kind at
     all, as `unexplained` says. A retryable failure waits as its message asks, if it does.
+    Without an object, the failure is `failed` and retryable when `unexplained` (a failed
+    Response may carry none), else `error`, with the string given, if any, as its message.
     """
     if not isinstance(error, Mapping):
+        if unexplained:
+            return ProviderError("failed", "the response failed without saying why", retryable=True)
         said = error if isinstance(error, str) else "the provider reported an error"
         return ProviderError("error", said, retryable=False)
     names = [name for name in map(error.get, keys) if isinstance(name, str) and name]

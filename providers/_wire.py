@@ -4,6 +4,8 @@ Fields follow one rule, whatever the format. `field` reads one the API always se
 it is `DecodeError(path, "missing")`; of another type (null included), `DecodeError(path,
 "expected a string, got 3")`. `optional` reads one that may be absent or null, which gives its
 default; another type is the same error. `path` names the place in the body (`content[1].id`).
+`peek` is for a look ahead of those checks (a stream's early view of an item) or at a value only
+passed along: one of another shape gives its default, never an error.
 
 Numbers off the wire are bounded by what they stand for: an `index` may point at most one past
 what the reply has so far (the next item), a `count` of tokens is between 0 and `MAX_COUNT`; so
@@ -28,6 +30,7 @@ __all__ = [
     "json_value",
     "kept",
     "optional",
+    "peek",
     "reply",
     "salvage",
     "shallow",
@@ -48,6 +51,7 @@ from ._errors import DecodeError
 from ._text import heal
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 MAX_DEPTH = 100
 """How deep a value a reply keeps may nest: replies nest a dozen levels, tool arguments a few."""
@@ -76,6 +80,12 @@ def optional(obj: Mapping[str, Any], key: str, kind: type[T], path: str, default
     if type(value) is kind:
         return value
     return _checked(value, kind, path, key)
+
+
+def peek(obj: Any, key: str, kind: type[T], default: D) -> T | D:
+    """`obj[key]` if `obj` is an object and that is a `kind`, else `default`."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, kind) else default
 
 
 def expect(value: Any, kind: type[T], path: str) -> T:

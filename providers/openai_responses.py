@@ -6,19 +6,16 @@ Function-call items have two ids: `call_id`, which results quote and which becom
 `ToolCall.id`, and the item's own `fc_…` id, which rides along in `provider_data`.
 
 A stream's terminal event (`response.completed` / `response.incomplete`) carries the whole
-Response, so the accumulator's result is `decode()` of that body: exact items, usage and status.
-The deltas along the way are for showing progress; at the end they are checked against the
-result, so a UI never showed text that the recorded reply does not contain.
+Response, so the accumulator's result is `decode()` of that body; the deltas shown along the way
+are checked against it at the end, so a UI never showed text the recorded reply lacks.
 
 Items the client must answer besides function calls (`local_shell_call`, `shell_call`,
 `apply_patch_call`, `computer_call`, `custom_tool_call`, `mcp_approval_request`, a client-run
-`tool_search_call`) are never routed as `ToolCall`s: turnstile declares only function tools (such
-items come only from tools a caller adds through `tools=` options), and their answers are not a
-tool result's text (a shell's exit code, a patch's status, an approval's yes or no, a
-screenshot). So a completed reply holding one that the same reply does not answer (a hosted shell
-answers its own call) stops with `ModelStop.requires_action` and the item's type as `raw_stop`,
-never `end_turn` or `tool_use`: the API waits for an answer the loop cannot give, and the run
-ends with `StopReason.requires_action`.
+`tool_search_call`) come only from tools a caller adds through `tools=` options, and their answers
+are not a tool result's text (an exit code, a patch's status, a yes or no, a screenshot). So they
+never become `ToolCall`s: a completed reply holding one it does not answer itself (a hosted shell
+does) stops with `ModelStop.requires_action`, the item's type as `raw_stop`, since the API waits
+for an answer the loop cannot give; the run ends with `StopReason.requires_action`.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import copy
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from turnstile.core import (
@@ -60,6 +57,7 @@ from ._wire import (
     json_object,
     kept,
     optional,
+    peek,
     reply,
     tool_call,
     tool_call_id,
@@ -81,6 +79,8 @@ _ANSWERS = {
     "tool_search_call": ("tool_search_output", "call_id", "call_id"),
 }
 _ANSWER_KEYS = {answer: key for answer, key, _ in _ANSWERS.values()}
+# The reasons an `incomplete` response gives (`incomplete_details.reason`) that a stop names.
+_STOPS = {"max_output_tokens": ModelStop.max_tokens, "content_filter": ModelStop.content_filter}
 
 
 # -- encoding --------------------------------------------------------------------------------------
@@ -110,21 +110,15 @@ def encode(
     body["max_output_tokens"] = request.max_tokens
     body["store"] = False
     body["include"] = ["reasoning.encrypted_content"]
-    for key, value in options.items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
-    return body
+    body.update(options)
+    return {key: value for key, value in body.items() if value is not None or key not in options}
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
     tool: dict[str, Any] = {"type": "function", "name": spec.name}
     if spec.description:
         tool["description"] = spec.description
-    tool["parameters"] = spec.parameters
-    tool["strict"] = False
-    return tool
+    return {**tool, "parameters": spec.parameters, "strict": False}
 
 
 def _fold(items: list[dict[str, Any]], messages: Iterable[Message]) -> None:
@@ -142,13 +136,10 @@ def _fold(items: list[dict[str, Any]], messages: Iterable[Message]) -> None:
 
 
 def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
-    """A reply's parts as input items, in order; adjacent texts share one message item.
-
-    Thinking without a reasoning item in `provider_data` (another provider's) has no form here
-    and is left out.
-    """
+    """A reply's parts as input items, in order; adjacent texts share one message item. Thinking
+    without a reasoning item in `provider_data` (another provider's) has no form here: left out."""
     texts: list[dict[str, Any]] = []
-    for part in parts:
+    for part in [*parts, None]:  # None ends the last run of texts
         if type(part) is Text:
             if part.text:
                 texts.append({"type": "output_text", "text": part.text})
@@ -156,23 +147,16 @@ def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
         if texts:
             items.append({"type": "message", "role": "assistant", "content": texts})
             texts = []
-        if type(part) is Thinking:
-            data = part.provider_data
-            if isinstance(data, dict) and data.get("type") == "reasoning":
-                items.append(copy.deepcopy(data))
-        elif type(part) is ToolCall:
+        if type(part) is ToolCall:
             items.append(_function_call(part))
-    if texts:
-        items.append({"type": "message", "role": "assistant", "content": texts})
+        elif type(part) is Thinking and peek(part.provider_data, "type", str, "") == "reasoning":
+            items.append(copy.deepcopy(part.provider_data))
 
 
 def _function_call(call: ToolCall) -> dict[str, Any]:
     kept = copy.deepcopy(call.provider_data) if isinstance(call.provider_data, dict) else {}
-    item: dict[str, Any] = {"type": "function_call", **kept}
-    item["call_id"] = call.id
-    item["name"] = call.name
-    item["arguments"] = _arguments_text(call, kept.get("arguments"))
-    return item
+    item = {"type": "function_call", **kept, "call_id": call.id, "name": call.name}
+    return {**item, "arguments": _arguments_text(call, kept.get("arguments"))}
 
 
 def _arguments_text(call: ToolCall, kept: Any) -> str:
@@ -190,23 +174,19 @@ def _arguments_text(call: ToolCall, kept: Any) -> str:
 def decode(body: dict[str, Any]) -> ModelResponse:
     """A Response object as a `ModelResponse`.
 
-    A function call whose item is `incomplete`, or which is the last item of a response that
-    did not complete and is not `completed` itself, was cut off: `complete=False`, its text in
-    `raw_arguments` and the members certainly whole as `arguments` (a whole JSON object is
-    simply the arguments). Other calls are whole, whatever their item's status: in a completed
-    response, calls a program the API runs made (programmatic tool calling) stay `in_progress`
-    until their output comes back. An item the loop cannot answer stops the reply with
-    `requires_action`, the item's type as `raw_stop` (see above).
+    A function call was cut off (`complete=False`, as `_wire.tool_call` reads it) when its item
+    is `incomplete`, or is the last of a response that did not complete and is not `completed`
+    itself. Other calls are whole whatever their status: in a completed response, calls made by
+    a program the API runs (programmatic tool calling) stay `in_progress`.
 
     Raises `ProviderError` for a `failed` response or an error body (`{"error": {...}}`, as an
-    HTTP error carries it) and `DecodeError` (with the offending path) for a body missing what
-    it must have, such as a function call without its `call_id`.
+    HTTP error carries it), `DecodeError` (with its path) for a body missing what it must have.
     """
     if "status" not in expect(body, dict, "") and body.get("error") is not None:
         raise error_failure(body["error"], unexplained=False)
     status = field(body, "status", str, "")
     if status == "failed":
-        raise _failure(body.get("error"))
+        raise error_failure(body.get("error"), unexplained=True)
     output = field(body, "output", list, "")
     content: list[Part] = []
     refused = False
@@ -221,36 +201,25 @@ def decode(body: dict[str, Any]) -> ModelResponse:
             content.extend(texts)
             refused = refused or refusal
         elif kind == "function_call":
-            cut = _cut(item.get("status"), finished=status == "completed", last=i == last)
+            ended = status != "completed" and i == last and item.get("status") != "completed"
+            cut = ended or item.get("status") == "incomplete"
             content.append(_tool_call(item, where, cut=cut))
     called = any(type(p) is ToolCall for p in content)
     stop, raw_stop = _stop(body, status, refused, called, _waiting(output))
     return reply(content, stop, _usage(body), raw_stop)
 
 
-def _cut(status: Any, *, finished: bool, last: bool) -> bool:
-    """Whether a call was cut off: its item says so, or the reply did not complete and the call
-    is its last item, not `completed`."""
-    return status == "incomplete" or (not finished and last and status != "completed")
-
-
 def _waiting(output: list[dict[str, Any]]) -> str | None:
     """The type of the first item the client must answer that `output` does not answer itself
-    (a hosted shell's output follows its call), or None."""
-    kinds = [item.get("type") for item in output]
-    given = set()
-    for kind, item in zip(kinds, output, strict=True):
-        key = _ANSWER_KEYS.get(kind) if isinstance(kind, str) else None
-        if key is not None and isinstance(item.get(key), str):
-            given.add((kind, item[key]))
-    for kind, item in zip(kinds, output, strict=True):
-        if not isinstance(kind, str) or kind not in _ANSWERS:
-            continue
-        if kind == "tool_search_call" and item.get("execution") != "client":
-            continue  # the server ran it
-        answer, _, key = _ANSWERS[kind]
-        if not isinstance(item.get(key), str) or (answer, item[key]) not in given:
-            return kind
+    (a hosted shell's output follows its call; the server may run a tool search), or None."""
+    typed = [(peek(item, "type", str, ""), item) for item in output]
+    given = {(k, peek(item, _ANSWER_KEYS[k], str, None)) for k, item in typed if k in _ANSWER_KEYS}
+    for kind, item in typed:
+        if kind in _ANSWERS and (kind != "tool_search_call" or item.get("execution") == "client"):
+            answer, _, key = _ANSWERS[kind]
+            ref = peek(item, key, str, None)
+            if ref is None or (answer, ref) not in given:
+                return kind
     return None
 
 
@@ -265,15 +234,13 @@ def _thinking(item: dict[str, Any], where: str) -> Thinking:
 
 def _message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
     """The text parts of a message item, and whether one of them is a refusal."""
-    parts = field(item, "content", list, where)
     texts: list[Part] = []
     refused = False
-    for j, part in enumerate(parts):
-        kind = part.get("type") if isinstance(part, dict) else None
-        key = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
+    for j, part in enumerate(field(item, "content", list, where)):
+        key = _TEXT_FIELDS.get(peek(part, "type", str, ""))
         if key is not None:
             texts.append(Text(field(part, key, str, f"{where}.content[{j}]")))
-            refused = refused or kind == "refusal"
+            refused = refused or key == "refusal"
     return texts, refused
 
 
@@ -295,13 +262,8 @@ def _stop(
             return ModelStop.requires_action, waiting
         return (ModelStop.tool_use if called else ModelStop.end_turn), None
     if status == "incomplete":
-        details = body.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
-        if reason == "max_output_tokens":
-            return ModelStop.max_tokens, None
-        if reason == "content_filter":
-            return ModelStop.content_filter, None
-        return ModelStop.other, reason if isinstance(reason, str) else status
+        reason = peek(body.get("incomplete_details"), "reason", str, status)
+        return (_STOPS[reason], None) if reason in _STOPS else (ModelStop.other, reason)
     return ModelStop.other, status
 
 
@@ -311,25 +273,13 @@ def _usage(body: dict[str, Any]) -> Usage:
         return Usage()
     inputs = optional(usage, "input_tokens_details", dict, "usage", {})
     outputs = optional(usage, "output_tokens_details", dict, "usage", {})
-    at_inputs, at_outputs = "usage.input_tokens_details", "usage.output_tokens_details"
     return Usage(
         input_tokens=count(usage, "input_tokens", "usage"),
         output_tokens=count(usage, "output_tokens", "usage"),
-        cache_read_tokens=count(inputs, "cached_tokens", at_inputs, 0),
-        cache_write_tokens=count(inputs, "cache_write_tokens", at_inputs, 0),
-        reasoning_tokens=count(outputs, "reasoning_tokens", at_outputs, 0),
+        cache_read_tokens=count(inputs, "cached_tokens", "usage.input_tokens_details", 0),
+        cache_write_tokens=count(inputs, "cache_write_tokens", "usage.input_tokens_details", 0),
+        reasoning_tokens=count(outputs, "reasoning_tokens", "usage.output_tokens_details", 0),
     )
-
-
-def _failure(error: Any) -> ProviderError:
-    """The `ProviderError` for the error object of a failed response or an `error` event.
-
-    Unexplained failures and server-side codes (overloaded, rate limit, server error) are
-    retryable; the rest (invalid prompt, policy, bad image, quota, ...) are not.
-    """
-    if not isinstance(error, Mapping):
-        return ProviderError("failed", "the response failed without saying why", retryable=True)
-    return error_failure(error, unexplained=True)
 
 
 # -- streaming -------------------------------------------------------------------------------------
@@ -354,8 +304,8 @@ class StreamAccumulator:
         self._kinds: list[type] = []  # part index -> the Part type its deltas build
         self._shown: list[Pieces] = []  # part index -> the text its deltas showed
         self._parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> index
-        self._calls: dict[str, tuple[int, str, str]] = {}  # fc item id -> index, call_id, name
-        self._call_at: dict[int, tuple[int, str, str]] = {}  # output_index -> the same
+        # output_index, and the item's `fc_…` id if it has one -> part index, call_id, name
+        self._calls: dict[int | str, tuple[int, str, str]] = {}
         self._summaries: dict[int, int] = {}  # output_index -> summary parts announced
         self._contents: dict[int, int] = {}  # output_index -> content parts begun
         self._opened: set[int] = set()
@@ -364,11 +314,9 @@ class StreamAccumulator:
         self._error: ProviderError | None = None
 
     def feed(self, event: dict[str, Any]) -> list[Delta]:
-        """Take one event; returns the deltas it yields (often none).
-
-        Raises `ProviderError` for an `error` event or `response.failed`, `DecodeError` for an
-        event that lacks what it must carry. Unknown event types are ignored.
-        """
+        """Take one event; returns the deltas it yields (often none). Raises `ProviderError` for
+        an `error` event or `response.failed`, `DecodeError` for an event lacking what it must
+        carry; unknown event types are ignored."""
         if self._result is not None or self._error is not None:
             return []
         match expect(event, dict, "").get("type"):
@@ -387,10 +335,8 @@ class StreamAccumulator:
                 return self._text_part(at, self._content(event, at), event.get("part"))
             case "response.output_text.delta" | "response.refusal.delta":
                 at = self._item(event)
-                ci = self._content(event, at)
-                part = self._parts.get((at, ci))
-                if part is None:
-                    part = self._new((at, ci), Text)
+                key = (at, self._content(event, at))
+                part = self._parts[key] if key in self._parts else self._new(key, Text)
                 return self._emit(part, field(event, "delta", str, ""), TextDelta)
             case "response.function_call_arguments.delta":
                 return self._arguments(event)
@@ -405,18 +351,16 @@ class StreamAccumulator:
                 self._result = self._finish(field(event, "response", dict, ""))
                 return []
             case "response.failed":
-                response = event.get("response")
-                error = response.get("error") if isinstance(response, dict) else None
-                self._error = _failure(error)
-                raise self._error
+                error = peek(event.get("response"), "error", object, None)
             case "error":
                 # Documented: code and message on the event; seen in the wild: an `error` object.
                 error = event.get("error")
                 if not isinstance(error, dict):
                     error = {"code": event.get("code"), "message": event.get("message")}
-                self._error = _failure(error)
-                raise self._error
-        return []
+            case _:
+                return []
+        self._error = error_failure(error, unexplained=True)
+        raise self._error
 
     def result(self) -> ModelResponse:
         """The reply; raises the stream's `ProviderError`, or `incomplete_stream` when it ended
@@ -442,8 +386,6 @@ class StreamAccumulator:
     def _summary_index(self, event: dict[str, Any], at: int) -> int:
         return index(event, "summary_index", "", self._summaries.get(at, 0))
 
-    # -- building parts ------------------------------------------------------------------------
-
     def _new(self, key: tuple[int, int], kind: type) -> int:
         at, ci = key
         if ci >= 0:
@@ -463,40 +405,31 @@ class StreamAccumulator:
         if kind == "function_call":
             call_id = tool_call_id(item, "call_id", "item")
             name = heal(field(item, "name", str, "item"))
-            call = (self._new((at, -1), ToolCall), call_id, name)
-            self._call_at[at] = call
+            self._calls[at] = call = (self._new((at, -1), ToolCall), call_id, name)
             if isinstance(item.get("id"), str):
                 self._calls[item["id"]] = call
-            text = item.get("arguments")
-            return self._emit_arguments(call, text if isinstance(text, str) else "")
+            return self._emit_arguments(call, peek(item, "arguments", str, ""))
         deltas: list[Delta] = []
         if kind == "reasoning":
             self._new((at, -1), Thinking)
-            summary = item.get("summary")
-            for si, entry in enumerate(summary if isinstance(summary, list) else []):
-                text = entry.get("text") if isinstance(entry, dict) else None
-                deltas += self._summary(at, si, text if isinstance(text, str) else "")
+            for si, entry in enumerate(peek(item, "summary", list, [])):
+                deltas += self._summary(at, si, peek(entry, "text", str, ""))
         elif kind == "message":
-            content = item.get("content")
-            for ci, part in enumerate(content if isinstance(content, list) else []):
+            for ci, part in enumerate(peek(item, "content", list, [])):
                 deltas += self._text_part(at, ci, part)
         return deltas
 
     def _text_part(self, at: int, ci: int, part: Any) -> list[Delta]:
-        kind = part.get("type") if isinstance(part, dict) else None
-        key = _TEXT_FIELDS.get(kind) if isinstance(kind, str) else None
+        key = _TEXT_FIELDS.get(peek(part, "type", str, ""))
         if key is None or (at, ci) in self._parts:
             return []
-        index = self._new((at, ci), Text)
-        text = part.get(key)  # type: ignore[union-attr]
-        return self._emit(index, text, TextDelta) if isinstance(text, str) else []
+        return self._emit(self._new((at, ci), Text), peek(part, key, str, ""), TextDelta)
 
     def _arguments(self, event: dict[str, Any]) -> list[Delta]:
         """Arguments deltas name their item by its `fc_…` id; results need the call's call_id."""
-        item_id = event.get("item_id")
-        call = self._calls.get(item_id) if isinstance(item_id, str) else None
+        call = self._calls.get(peek(event, "item_id", str, -1))  # -1: no output index
         if call is None:
-            call = self._call_at.get(self._item(event))
+            call = self._calls.get(self._item(event))
         if call is None:
             raise DecodeError("item_id", "arguments for a function call that was never opened")
         return self._emit_arguments(call, field(event, "delta", str, ""))
@@ -516,19 +449,16 @@ class StreamAccumulator:
             self._summaries[at] = si + 1
         return self._emit(part, fragment, ThinkingDelta)
 
-    # -- the end -------------------------------------------------------------------------------
-
     def _finish(self, response: dict[str, Any]) -> ModelResponse:
         if not response.get("output") and self._opened:
             if self._opened - self._done_items.keys():
                 raise DecodeError("output", "empty, and the stream left items unfinished")
             response = {**response, "output": [self._done_items[i] for i in sorted(self._opened)]}
         result = decode(response)
-        for n, kind in enumerate(self._kinds):
+        for n, (kind, shown) in enumerate(zip(self._kinds, self._shown, strict=True)):
             if n >= len(result.content) or type(result.content[n]) is not kind:
                 raise DecodeError("output", f"the stream built part {n}, which the reply lacks")
-            shown = self._shown[n].text()
-            if not _visible(result.content[n]).startswith(shown):
+            if not _visible(result.content[n]).startswith(shown.text()):
                 raise DecodeError("output", f"part {n} differs from what the stream showed")
         return result
 
