@@ -44,9 +44,11 @@ from ._observations import Event as Event
 from ._observations import ModelFailed as ModelFailed
 from ._observations import ModelReplied as ModelReplied
 from ._observations import Observation as Observation
+from ._observations import Resumed as Resumed
 from ._observations import Started as Started
 from ._observations import Tick as Tick
 from ._observations import ToolReturned as ToolReturned
+from ._observations import ToolStarted as ToolStarted
 from ._spec import HasToolCall as HasToolCall
 from ._spec import LoopSpec as LoopSpec
 from ._spec import StepCountIs as StepCountIs
@@ -56,6 +58,7 @@ from ._state import CallStatus as CallStatus
 from ._state import LoopState as LoopState
 from ._state import PendingCall as PendingCall
 from ._tools import Tool as Tool
+from ._tools import ToolContext as ToolContext
 from ._tools import ToolOutcome as ToolOutcome
 from ._tools import ToolSpec as ToolSpec
 from ._tools import tool as tool

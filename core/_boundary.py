@@ -30,9 +30,11 @@ from ._observations import (
     ModelFailed,
     ModelReplied,
     Observation,
+    Resumed,
     Started,
     Tick,
     ToolReturned,
+    ToolStarted,
 )
 
 _encode = msgspec.json.Encoder().encode
@@ -42,7 +44,9 @@ _DECODERS: dict[type, Callable[[bytes], Observation]] = {
         Started,
         ModelReplied,
         ModelFailed,
+        ToolStarted,
         ToolReturned,
+        Resumed,
         Approved,
         Denied,
         Tick,

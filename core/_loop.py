@@ -46,24 +46,30 @@ from ._observations import (
     ModelFailed,
     ModelReplied,
     Observation,
+    Resumed,
     Started,
     Tick,
     ToolReturned,
+    ToolStarted,
 )
-from ._round import REUSED, close, refuse, renamed, resolve
+from ._round import ASKED as _ASKED
+from ._round import BUSY as _BUSY
+from ._round import REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
 from ._spec import LoopSpec
 from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state, new_run
-from ._tools import ToolSpec, call_problem
+from ._tools import call_problem
 
-_UNLISTED = ToolSpec(name="")
 # enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor
 # call, and the hot path reads a dozen per turn
-_DONE, _QUEUED, _RUNNING, _APPROVAL = (
+_DONE, _QUEUED, _RUNNING, _STARTED, _APPROVAL = (
     CallStatus.done,
     CallStatus.queued,
     CallStatus.running,
+    CallStatus.started,
     CallStatus.approval,
 )
+_SENT = frozenset({_RUNNING})
+_PENDING = frozenset({"awaiting_tools", "awaiting_approval"})
 _ENDS = {  # a reply that ends the run whatever it holds
     ModelStop.refusal: StopReason.refusal,
     ModelStop.content_filter: StopReason.refusal,
@@ -71,7 +77,6 @@ _ENDS = {  # a reply that ends the run whatever it holds
 }
 _DEADLINE = "the run's deadline passed"
 _FINAL = Purpose.finalize
-_NO_RESOURCES: frozenset[str] = frozenset()
 
 
 class Loop:
@@ -130,7 +135,7 @@ class Loop:
         if st.pending_model is not None:
             commands.append(CallModel(st.pending_model, self._request(), st.retry_at))
         for p in st.round:
-            if p.status is _RUNNING:
+            if p.status in _BUSY:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             elif p.status is _APPROVAL:
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
@@ -140,7 +145,7 @@ class Loop:
         """The ids of the commands the loop still waits on (its model call, each running call,
         each call awaiting approval): an executor may drop work whose id is not among them."""
         st = self.state
-        ids = [p.call.id for p in st.round if p.status is _RUNNING or p.status is _APPROVAL]
+        ids = [p.call.id for p in st.round if p.status in _BUSY or p.status is _APPROVAL]
         if st.pending_model is not None:
             ids.append(st.pending_model)
         return frozenset(ids)
@@ -193,6 +198,8 @@ class Loop:
                 return self._on_returned(obs)
             case ModelReplied():
                 return self._on_replied(obs)
+            case ToolStarted():
+                return self._on_started(obs)
             case ModelFailed():
                 return self._on_failed(obs)
             case Approved():
@@ -203,6 +210,8 @@ class Loop:
                 return self._on_tick(obs)
             case Cancelled():
                 return self._on_cancelled(obs)
+            case Resumed():
+                return self._on_resumed(obs)
         raise ProtocolError(f"{type(obs).__name__} is recorded by start(), never sent")
 
     def _step(self, moves: dict[str, str], now: float) -> None:
@@ -259,14 +268,34 @@ class Loop:
         return self._finish(reason, text_of(response.content))
 
     def _on_returned(self, obs: ToolReturned) -> list[Command]:
-        p = self._call(obs, _RUNNING)
         st = self.state
+        p = find(st, obs, _BUSY)
         st.events.append(obs)
         p.result = ToolResult(obs.call_id, obs.content, obs.is_error)
         p.status = _DONE
         if len(st.round) == 1 and not self._late:
             return self._complete_round()  # the reply's only call: nothing left to start
         return self._dispatch()
+
+    def _on_started(self, obs: ToolStarted) -> list[Command]:
+        p = find(self.state, obs, _SENT)
+        self.state.events.append(obs)
+        p.status = _STARTED
+        self.state.phase = self._moves["wait"]
+        return []
+
+    def _on_resumed(self, obs: Resumed) -> list[Command]:
+        """Another process goes on: settle the calls a crash interrupted, hand out the rest."""
+        st = self.state
+        st.events.append(obs)
+        if st.round:
+            interrupt(st, self._tools)
+            commands = self._dispatch()
+            if st.phase not in _PENDING:
+                return commands  # the round is over: what comes next
+        else:
+            st.phase = self._moves["wait"]
+        return self.outstanding_commands()
 
     def _on_failed(self, obs: ModelFailed) -> list[Command]:
         st = self.state
@@ -284,14 +313,14 @@ class Loop:
         return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
 
     def _on_approved(self, obs: Approved) -> list[Command]:
-        p = self._call(obs, _APPROVAL)
+        p = find(self.state, obs, _ASKED)
         self.state.events.append(obs)
         self._checks.human_answered(self.state, self._now)
         p.status = _QUEUED
         return self._dispatch()
 
     def _on_denied(self, obs: Denied) -> list[Command]:
-        p = self._call(obs, _APPROVAL)
+        p = find(self.state, obs, _ASKED)
         self.state.events.append(obs)
         self._checks.human_answered(self.state, self._now)
         resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
@@ -315,19 +344,6 @@ class Loop:
         return ProtocolError(
             f"{type(obs).__name__}(command_id={obs.command_id!r}) matches no outstanding "
             f"model call (outstanding: {self.state.pending_model!r})"
-        )
-
-    def _call(self, obs: ToolReturned | Approved | Denied, want: CallStatus) -> PendingCall:
-        """The call of the round in flight that `obs` answers, which must be `want`."""
-        found = None
-        for p in self.state.round:
-            if p.call.id == obs.call_id:
-                if p.status is want:
-                    return p
-                found = p
-        raise ProtocolError(
-            f"{type(obs).__name__}(call_id={obs.call_id!r}) does not match a call that is "
-            f"{want.value} (that call is {'unknown' if found is None else found.status.value})"
         )
 
     # -- a reply and its round ---------------------------------------------------------------
@@ -369,42 +385,19 @@ class Loop:
         return asks + self._dispatch()
 
     def _dispatch(self) -> list[Command]:
-        """Start every queued call that may overlap with what is running, in call order.
-
-        A call that is not parallel-safe waits for all calls before it and holds back all
-        calls after it; calls naming the same resource run one after another.
-        """
+        """Start what may run now (`schedule`); then wait for it, or for a human, or go on."""
         st = self.state
         if self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
-        tools = self._tools
-        commands: list[Command] = []
-        busy = _NO_RESOURCES
-        running = False
-        earlier = False  # an earlier call has no result yet
-        for p in st.round:
-            status = p.status
-            if status is _DONE:
-                continue
-            spec = tools.get(p.call.name, _UNLISTED)
-            if status is _QUEUED and (spec.resource is None or spec.resource not in busy):
-                if spec.parallel_safe or not earlier:
-                    p.status = status = _RUNNING
-                    commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
-            running = running or status is _RUNNING
-            earlier = True
-            if not spec.parallel_safe:
-                break
-            if spec.resource is not None:
-                busy = busy | {spec.resource}
-        if running:
+        commands, open_ = schedule(st.round, self._tools)
+        if open_ is _BUSY:
             st.phase = self._moves["run"]
-            return commands
-        if earlier:
+        elif open_ is _ASKED:
             st.phase = self._moves["approve"]
             self._checks.awaiting_human(st, self._now)
-            return commands
-        return self._complete_round()
+        else:
+            return self._complete_round()
+        return commands
 
     def _complete_round(self) -> list[Command]:
         """Every call has its result: write them in call order, then go on."""

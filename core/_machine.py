@@ -34,9 +34,11 @@ from ._observations import (
     ModelFailed,
     ModelReplied,
     Observation,
+    Resumed,
     Started,
     Tick,
     ToolReturned,
+    ToolStarted,
 )
 
 PHASES = ("idle", "awaiting_model", "awaiting_tools", "awaiting_approval", "finalizing", "done")
@@ -54,25 +56,30 @@ TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
         ModelReplied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
         ModelFailed: {"ask": MODEL, **_OUT},
         Tick: {"wait": MODEL, **_OUT},
+        Resumed: {"wait": MODEL},
         Cancelled: {"finish": DONE},
     },
     TOOLS: {
+        ToolStarted: {"wait": TOOLS},
         ToolReturned: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
         Approved: {"run": TOOLS, **_OUT},
         Denied: {"run": TOOLS, **_OUT},
         Tick: {"wait": TOOLS, **_OUT},
+        Resumed: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
         Cancelled: {"finish": DONE},
     },
     APPROVAL: {  # only a human can move it on: its time is not the run's, no deadline falls
         Approved: {"run": TOOLS, "approve": APPROVAL},
         Denied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
         Tick: {"wait": APPROVAL},
+        Resumed: {"approve": APPROVAL},
         Cancelled: {"finish": DONE},
     },
     FINALIZING: {
         ModelReplied: {"finish": DONE},
         ModelFailed: {"ask": FINALIZING, "finish": DONE},
         Tick: {"wait": FINALIZING},
+        Resumed: {"wait": FINALIZING},
         Cancelled: {"finish": DONE},
     },
     DONE: {  # a new run on the same conversation

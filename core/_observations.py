@@ -14,9 +14,11 @@ __all__ = [
     "ModelFailed",
     "ModelReplied",
     "Observation",
+    "Resumed",
     "Started",
     "Tick",
     "ToolReturned",
+    "ToolStarted",
 ]
 
 import msgspec
@@ -59,6 +61,19 @@ class ToolReturned(Observation, frozen=True, tag="tool_returned"):
     is_error: bool = False
 
 
+class ToolStarted(Observation, frozen=True, tag="tool_started"):
+    """The executor is about to run the call `call_id`: its intent, recorded before any effect.
+    After a crash, a call that started but never returned may have taken effect."""
+
+    call_id: str
+
+
+class Resumed(Observation, frozen=True, tag="resumed"):
+    """A new process took the run over (from a dump or a journal). Calls it finds started but
+    unanswered are run again if replay-safe, else answered as interrupted; everything still
+    awaited (a model call, calls, approvals) is handed out again."""
+
+
 class Approved(Observation, frozen=True, tag="approved"):
     call_id: str
 
@@ -88,4 +103,15 @@ class Started(Observation, frozen=True, tag="started"):
     messages: list[Message]
 
 
-Event = Started | ModelReplied | ModelFailed | ToolReturned | Approved | Denied | Tick | Cancelled
+Event = (
+    Started
+    | ModelReplied
+    | ModelFailed
+    | ToolStarted
+    | ToolReturned
+    | Approved
+    | Denied
+    | Tick
+    | Cancelled
+    | Resumed
+)

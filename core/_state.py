@@ -39,6 +39,7 @@ class CallStatus(enum.StrEnum):
     queued = "queued"  # may run once the calls it must not overlap have returned
     approval = "approval"  # waits for a human's Approved / Denied
     running = "running"  # a RunTool went out
+    started = "started"  # the executor said it was about to run it (ToolStarted)
     done = "done"  # has its result
 
 
@@ -199,11 +200,10 @@ def _round_problems(st: LoopState) -> list[str]:
     if st.phase not in _PENDING:
         return [f"a round in flight in phase {st.phase}"] if st.round else []
     problems: list[str] = []
-    if st.phase == "awaiting_tools" and CallStatus.running not in statuses:
+    busy = CallStatus.running in statuses or CallStatus.started in statuses
+    if st.phase == "awaiting_tools" and not busy:
         problems.append("awaiting tools, yet no call is running")
-    if st.phase == "awaiting_approval" and (
-        CallStatus.approval not in statuses or CallStatus.running in statuses
-    ):
+    if st.phase == "awaiting_approval" and (CallStatus.approval not in statuses or busy):
         problems.append("awaiting approval, yet no call waits for one alone")
     for p in st.round:
         if (p.status is CallStatus.done) != (p.result is not None):

@@ -8,7 +8,7 @@ act on, never a traceback.
 
 from __future__ import annotations
 
-__all__ = ["Tool", "ToolOutcome", "ToolSpec", "call_problem", "tool"]
+__all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolSpec", "call_problem", "tool"]
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,6 +31,8 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     `parallel_safe=False`: overlaps with no other call. `resource`: calls naming the same resource
     never overlap each other. `finish`: calling it ends the run, its arguments being the output.
     `needs_approval`: a human must approve each call first. `timeout_s`: for executors.
+    `replay_safe`: running it twice does no harm, so a call a crash interrupted may run again;
+    otherwise the model is told it may or may not have taken effect.
     """
 
     name: str
@@ -41,11 +43,27 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     finish: bool = False
     needs_approval: bool = False
     timeout_s: float | None = None
+    replay_safe: bool = False
+
+
+class ToolContext(msgspec.Struct, frozen=True):
+    """What a tool may ask for beside the model's arguments, by a parameter of this type (which
+    the model never sees): `call_id`, the model's id of the call, the same if a resumed run runs
+    it again, so it can serve as an idempotency key for the world outside."""
+
+    call_id: str
 
 
 class ToolOutcome(NamedTuple):
     content: str
     is_error: bool = False
+
+
+def _context_parameter(fn: Callable[..., Any]) -> str | None:
+    """The name of the parameter through which `fn` asks for its `ToolContext`, if any."""
+    hints = get_type_hints(fn, include_extras=True)
+    names = [name for name in inspect.signature(fn).parameters if hints.get(name) is ToolContext]
+    return names[0] if names else None
 
 
 def _args_type(fn: Callable[..., Any]) -> type[msgspec.Struct]:
@@ -55,6 +73,8 @@ def _args_type(fn: Callable[..., Any]) -> type[msgspec.Struct]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"@tool cannot describe *args or **kwargs ({fn.__name__})")
         annotation = hints.get(name, Any)
+        if annotation is ToolContext:
+            continue  # filled in by the runner, never by the model
         if param.default is inspect.Parameter.empty:
             fields.append((name, annotation))
         else:
@@ -90,6 +110,7 @@ class Tool:
         self.name = spec.name
         self.is_async = inspect.iscoroutinefunction(fn)
         self._args_type = _args_type(fn)
+        self._context = _context_parameter(fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -97,13 +118,23 @@ class Tool:
     def __repr__(self) -> str:
         return f"<tool {self.name}>"
 
-    def check(self, arguments: dict[str, Any]) -> dict[str, Any] | ToolOutcome:
-        """The arguments converted to the function's types, or an error outcome saying why."""
+    def check(
+        self, arguments: dict[str, Any], context: ToolContext | None = None
+    ) -> dict[str, Any] | ToolOutcome:
+        """The keyword arguments to call the function with (the model's, converted to the
+        function's types, and the context if it asks for one), or an error outcome saying why."""
         try:
             converted = msgspec.convert(arguments, self._args_type)
         except msgspec.ValidationError as e:
             return ToolOutcome(f"invalid arguments for {self.name}: {e}", True)
-        return {f: getattr(converted, f) for f in converted.__struct_fields__}
+        kwargs = {f: getattr(converted, f) for f in converted.__struct_fields__}
+        if self._context is not None:
+            if context is None:
+                return ToolOutcome(
+                    f"{self.name} needs a ToolContext, and its runner gave none", True
+                )
+            kwargs[self._context] = context
+        return kwargs
 
     def failed(self, exc: BaseException) -> ToolOutcome:
         detail = str(exc)
@@ -111,9 +142,9 @@ class Tool:
             f"{self.name} failed: {type(exc).__name__}" + (f": {detail}" if detail else ""), True
         )
 
-    def invoke(self, arguments: dict[str, Any]) -> ToolOutcome:
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolOutcome:
         """Check the arguments, run the (sync) function, and render what it returned or raised."""
-        checked = self.check(arguments)
+        checked = self.check(arguments, context)
         if isinstance(checked, ToolOutcome):
             return checked
         try:
@@ -121,9 +152,11 @@ class Tool:
         except Exception as e:
             return self.failed(e)
 
-    async def ainvoke(self, arguments: dict[str, Any]) -> ToolOutcome:
+    async def ainvoke(
+        self, arguments: dict[str, Any], context: ToolContext | None = None
+    ) -> ToolOutcome:
         """Like `invoke`, awaiting the function when it is async."""
-        checked = self.check(arguments)
+        checked = self.check(arguments, context)
         if isinstance(checked, ToolOutcome):
             return checked
         try:
@@ -147,6 +180,7 @@ def tool(
     finish: bool = False,
     needs_approval: bool = False,
     timeout_s: float | None = None,
+    replay_safe: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -159,6 +193,7 @@ def tool(
     finish: bool = False,
     needs_approval: bool = False,
     timeout_s: float | None = None,
+    replay_safe: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a `Tool`; its docstring is the description.
 
@@ -177,6 +212,7 @@ def tool(
             finish=finish,
             needs_approval=needs_approval,
             timeout_s=timeout_s,
+            replay_safe=replay_safe,
         )
         return Tool(fn, spec)
 

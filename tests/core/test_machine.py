@@ -19,11 +19,13 @@ from turnstile.core import (
     ModelReplied,
     ModelStop,
     Observation,
+    Resumed,
     Started,
     Tick,
     ToolCall,
     ToolReturned,
     ToolSpec,
+    ToolStarted,
     TurnCountIs,
     mermaid,
 )
@@ -203,6 +205,16 @@ class Scenario:
         self._step(Tick, lambda: self.loop.send(obs))
         return self
 
+    def started(self, tool: str) -> Scenario:
+        obs = ToolStarted(f"{tool}{self.turn}", now=self._at(False))
+        self._step(ToolStarted, lambda: self.loop.send(obs))
+        return self
+
+    def resumed(self) -> Scenario:
+        obs = Resumed(now=self._at(False))
+        self._step(Resumed, lambda: self.loop.send(obs))
+        return self
+
     def cancel(self) -> Scenario:
         obs = Cancelled("enough", now=self._at(False))
         self._step(Cancelled, lambda: self.loop.send(obs))
@@ -253,6 +265,15 @@ def scenarios(seen: set[Move]) -> list[Scenario]:
         new(**guards).start().reply("h").tick(late=True)
         new(**guards, max_turns=1).start().reply("h").deny("h")
     new().start().reply("h").cancel()
+    # resumed after a crash, and a call's start
+    new().start().resumed()
+    new().start().reply("a", "b").started("a").resumed()
+    new().start().reply("a", "h").started("a").resumed()
+    new().start().reply("a").started("a").resumed()
+    for guards in ({}, no_finalize):
+        new(**guards, max_turns=1).start().reply("a").started("a").resumed()
+    new().start().reply("h").resumed()
+    new(max_turns=1).start().reply("nope").resumed()
     # finalizing
     new(max_turns=1).start().reply("nope").tick().fail().fail(retryable=False)
     new(max_turns=1).start().reply("nope").cancel()
