@@ -290,9 +290,11 @@ class Loop:
         st.events.append(obs)
         if st.round:
             interrupt(st, self._tools)
-            commands = self._dispatch()
+            commands = self._dispatch()  # the deadline, too, as for a result
             if st.phase not in _PENDING:
                 return commands  # the round is over: what comes next
+        elif self._late and st.phase == "awaiting_model":
+            return self._stop(StopReason.deadline, _DEADLINE)
         else:
             st.phase = self._moves["wait"]
         return self.outstanding_commands()

@@ -56,7 +56,7 @@ TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
         ModelReplied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
         ModelFailed: {"ask": MODEL, **_OUT},
         Tick: {"wait": MODEL, **_OUT},
-        Resumed: {"wait": MODEL},
+        Resumed: {"wait": MODEL, **_OUT},
         Cancelled: {"finish": DONE},
     },
     TOOLS: {

@@ -8,6 +8,7 @@ rules held and that the ledger is valid.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from turnstile.core import (
     Part,
     ProtocolError,
     Purpose,
+    Resumed,
     RunTool,
     StopReason,
     Text,
@@ -45,6 +47,7 @@ from turnstile.core import (
     ToolResults,
     ToolReturned,
     ToolSpec,
+    ToolStarted,
     TurnCountIs,
     Usage,
     UserMessage,
@@ -91,6 +94,7 @@ def specs(
             resource=draw(st.sampled_from([None, None, "db", "fs"])),
             finish=draw(st.integers(0, 19)) == 5,
             needs_approval=draw(st.booleans()),
+            replay_safe=draw(st.booleans()),
         )
         for i in range(draw(st.integers(2, 4)))
     )
@@ -174,6 +178,8 @@ class Run:
         self.finalized_for: StopReason | None = None  # the budget a finalize call was for
         self.human_s = 0.0  # time spent waiting only for approvals: not the run's
         self.ran: set[str] = set()
+        self.started: set[str] = set()  # calls the executor said it began to run
+        self.resumed = False  # the step under way is a Resumed: commands may be handed out again
         self.asked: set[str] = set()
         self.approved: set[str] = set()
         self.returned: dict[str, ToolResult] = {}
@@ -204,7 +210,12 @@ class Run:
         self.now = obs.now
         if answered is not None:
             self.waiting.remove(answered)
-        if type(obs) is ToolReturned:
+        self.resumed = type(obs) is Resumed
+        if self.resumed:
+            self.waiting = []  # a new process: what it was handed before is gone
+        if type(obs) is ToolStarted:
+            self.started.add(obs.call_id)
+        elif type(obs) is ToolReturned:
             self.returned[obs.call_id] = ToolResult(obs.call_id, obs.content, obs.is_error)
         elif type(obs) is Approved:
             self.approved.add(obs.call_id)
@@ -262,8 +273,10 @@ class Run:
             self.finalized_for = st_.stop_reason
         else:
             assert tuple(request.tools) == self.spec.tools
-        assert all(m.id != c.id for m in self.model_calls), f"model call id {c.id} reused"
-        self.model_calls.append(c)
+        asked_again = self.resumed and c.id == self.model_calls[-1].id
+        assert asked_again or all(m.id != c.id for m in self.model_calls), f"{c.id} reused"
+        if not asked_again:
+            self.model_calls.append(c)
 
     def _check_tool_command(self, c: Command, calls: dict[str, ToolCall]) -> None:
         assert type(c) in (RunTool, AwaitApproval)
@@ -273,18 +286,21 @@ class Run:
         assert (c.name, c.arguments) == (call.name, call.arguments)  # type: ignore[attr-defined]
         assert call.complete and call.raw_arguments is None, f"{c} for an invalid call"
         assert spec is not None and not spec.finish, f"{c} for an unknown or finish tool"
+        again = self.resumed and (c.id not in self.started or spec.replay_safe)
         if type(c) is RunTool:
-            assert c.id not in self.ran, f"{c.id} ran twice"
+            assert c.id not in self.ran or again, f"{c.id} ran twice"
             assert not spec.needs_approval or c.id in self.approved, f"{c.id} ran unapproved"
             self.ran.add(c.id)
+            self.started.discard(c.id)
         else:
-            assert spec.needs_approval and c.id not in self.asked
+            assert spec.needs_approval and (c.id not in self.asked or self.resumed)
             self.asked.add(c.id)
 
     def _check_state(self, obs: Observation | None) -> None:
         st_ = self.state
         deadline = self.spec.guards.deadline_s
-        if obs is not None and deadline is not None and obs.now - self.human_s >= deadline:
+        late = obs is not None and obs.now - self.human_s >= (deadline or math.inf)
+        if late and type(obs) is not ToolStarted:  # a call's start is bookkeeping, not a step
             assert st_.phase in ("done", "finalizing"), "the deadline passed but the run goes on"
         outstanding = self.loop.outstanding_commands()
         if self.finish is not None:
@@ -365,9 +381,10 @@ def check_consistent(spec: LoopSpec, loop: Loop, commands: list[Command]) -> Non
         assert st_.pending_model is not None and not st_.round
         assert (st_.stop_reason is not StopReason.unknown) == (phase == "finalizing")
     elif phase == "awaiting_tools":
-        assert st_.pending_model is None and "running" in statuses
+        assert st_.pending_model is None and statuses & {"running", "started"}
     elif phase == "awaiting_approval":
-        assert st_.pending_model is None and "approval" in statuses and "running" not in statuses
+        assert st_.pending_model is None and "approval" in statuses
+        assert not statuses & {"running", "started"}
     else:
         assert phase == "idle" and outstanding == []
     loaded = Loop.load(spec, loop.dump())
@@ -396,9 +413,13 @@ def world_step(data: st.DataObject, run: Run) -> Observation:
     now = run.now + data.draw(st.sampled_from(TIME_STEPS))
     if choice == 17 and not calm:
         return Cancelled(reason=data.draw(st.sampled_from(["", "user left"])), now=now)
+    if choice == 18 and not calm:
+        return Resumed(now=now)  # a crash: another process takes the run over
     if 20 <= choice < 24 or not run.waiting:
         return Tick(now=now)
     command = data.draw(st.sampled_from(run.waiting))
+    if type(command) is RunTool and command.id not in run.started and data.draw(st.booleans()):
+        return ToolStarted(command.id, now=now)
     if type(command) is CallModel:
         if not calm and data.draw(st.integers(0, 11)) == 5:
             retryable = data.draw(st.integers(0, 3)) > 0

@@ -210,8 +210,8 @@ class Scenario:
         self._step(ToolStarted, lambda: self.loop.send(obs))
         return self
 
-    def resumed(self) -> Scenario:
-        obs = Resumed(now=self._at(False))
+    def resumed(self, late: bool = False) -> Scenario:
+        obs = Resumed(now=self._at(late))
         self._step(Resumed, lambda: self.loop.send(obs))
         return self
 
@@ -267,6 +267,8 @@ def scenarios(seen: set[Move]) -> list[Scenario]:
     new().start().reply("h").cancel()
     # resumed after a crash, and a call's start
     new().start().resumed()
+    new().start().resumed(late=True)
+    new().start().reply("nope").resumed(late=True)
     new().start().reply("a", "b").started("a").resumed()
     new().start().reply("a", "h").started("a").resumed()
     new().start().reply("a").started("a").resumed()
