@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any
 
-from turnstile.core import Tool, ToolOutcome, ToolSpec
+from turnstile.core import Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._host import exchange, host_sys_path
 from ._layers import LAYERS, Layer, SandboxUnavailable, check_required
@@ -107,8 +107,11 @@ class Sandbox:
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(ref.spec for ref in self._tools.values())
 
-    def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        """Run one call in a fresh confined process; every failure is an `is_error` outcome."""
+    def run(
+        self, name: str, arguments: dict[str, Any], *, context: ToolContext | None = None
+    ) -> ToolOutcome:
+        """Run one call in a fresh confined process; every failure is an `is_error` outcome.
+        `context` (the call's id) crosses to the tool that asks for it; nothing else does."""
         ref = self._tools.get(name)
         if ref is None:
             return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
@@ -120,6 +123,7 @@ class Sandbox:
                     tool=ref.path,
                     spec=ref.spec,
                     arguments=arguments,
+                    call_id=None if context is None else context.call_id,
                     workdir=path,
                     uid=uid,
                     limits=self.limits,

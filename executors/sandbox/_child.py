@@ -17,7 +17,7 @@ import socket
 import sys
 from typing import Any, NoReturn
 
-from turnstile.core._tools import Tool, ToolOutcome, ToolSpec
+from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._confine import RESULT_FD, confine, plumb, rehearse
 from ._layers import LAYERS, Layer
@@ -53,12 +53,13 @@ def _invoke(call: Call) -> Result:
         t = _load(call)
     except Exception as e:
         return Result(f"cannot load tool {call.tool}: {type(e).__name__}: {e}", True)
+    context = None if call.call_id is None else ToolContext(call.call_id)
     if t.is_async:
         import asyncio
 
-        outcome = asyncio.run(t.ainvoke(call.arguments))
+        outcome = asyncio.run(t.ainvoke(call.arguments, context))
     else:
-        outcome = t.invoke(call.arguments)
+        outcome = t.invoke(call.arguments, context)
     length = len(outcome.content.encode(errors="replace"))
     if length > call.limits.output_bytes:
         return Result(too_large_message(t.name, call.limits, length), True)

@@ -46,6 +46,7 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     tool: str
     spec: ToolSpec
     arguments: Any  # as the model sent them: `Tool.invoke` checks them, as in-process
+    call_id: str | None = None  # for a tool that asks for its `ToolContext`
     workdir: str
     uid: int | None
     limits: SandboxLimits

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from turnstile.core import tool
+from turnstile.core import ToolContext, tool
 
 SESSION = f"/nonexistent/turnstile-sandbox-tests-{os.getpid()}"
 """A path put on `sys.path` when this module loads: sandboxes copy `sys.path` into their
@@ -28,6 +28,12 @@ if SESSION not in sys.path:
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
+
+
+@tool
+def my_call_id(context: ToolContext) -> str:
+    """The id of this call, as the runner gave it."""
+    return context.call_id
 
 
 def plain_add(a: int, b: int) -> int:

@@ -22,6 +22,7 @@ from turnstile.core import (
     ModelStop,
     Text,
     ToolCall,
+    ToolContext,
     ToolOutcome,
     Usage,
     tool,
@@ -41,6 +42,7 @@ from . import hostile_tools as h
 
 ALL = [
     h.add,
+    h.my_call_id,
     h.async_add,
     h.nap,
     h.where_am_i,
@@ -74,6 +76,12 @@ def run(box: Sandbox, name: str, **arguments: object) -> tuple[str, bool]:
 def test_a_good_tool_returns_its_result(box: Sandbox) -> None:
     assert run(box, "add", a=2, b=3) == ("5", False)
     assert run(box, "async_add", a=2, b=3) == ("5", False)
+
+
+def test_a_tool_in_the_sandbox_sees_its_call_id(box: Sandbox) -> None:
+    outcome = box.run("my_call_id", {}, context=ToolContext("toolu_7"))
+    assert (outcome.content, outcome.is_error) == ("toolu_7", False)
+    assert h.leftovers() == []
 
 
 def test_a_cold_sandbox_starts_a_launcher_per_call_and_leaves_none() -> None:
