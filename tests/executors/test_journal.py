@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+import tempfile
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -12,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from turnstile.core import (
     Event,
     Loop,
@@ -31,6 +34,8 @@ from turnstile.core import (
     UserMessage,
 )
 from turnstile.executors import CorruptJournal, Journal, TornJournal
+
+from tests.core._scripts import Run, drive, specs
 
 SPEC = LoopSpec(tools=(ToolSpec("lookup"),))
 MAGIC = b"turnstile-journal\n"  # the documented header: this, then the schema version (u32 LE)
@@ -382,3 +387,42 @@ def test_a_failed_fsync_closes_the_journal(tmp_path: Path, monkeypatch: pytest.M
         journal.append(Tick(now=1.0))
     journal.close()
     assert Journal(path).events == [Tick(now=0.0)]
+
+
+# -- any run, any point ----------------------------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), spec=specs())
+def test_a_journal_written_as_a_run_goes_replays_to_the_live_loop_at_any_point(
+    data: st.DataObject, spec: LoopSpec
+) -> None:
+    """Each event goes to the journal as the loop records it; at random points reading the
+    journal back (or reopening it and going on) gives a loop whose dump is the live loop's."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.journal"
+        policy = data.draw(st.sampled_from(["never", "batch"]))
+        journal = Journal(path, fsync=policy)
+        written = 0
+
+        def record(run: Run) -> None:
+            nonlocal journal, written
+            events = run.state.events
+            for event in events[written:]:
+                journal.append(event)
+            written = len(events)
+            check = data.draw(st.integers(0, 7))
+            if check == 0:
+                assert Loop.replay(spec, Journal.read(path)).dump() == run.loop.dump()
+            elif check == 1:
+                journal.close()
+                journal = Journal(path, fsync=policy)
+                assert journal.loop(spec).dump() == run.loop.dump()
+            elif check == 2:
+                journal.commit()
+
+        run = drive(data, Run(spec), on_step=record)
+        record(run)
+        journal.close()
+        assert Journal(path).loop(spec).dump() == run.loop.dump()
+        assert Journal.read(path) == run.state.events
