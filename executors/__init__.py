@@ -1,13 +1,17 @@
 """turnstile.executors: drivers that carry out a loop's commands (model calls, tool runs).
 
 `sync` is imported eagerly; `trio` and `sandbox` on first use, so `import turnstile.executors`
-does not pay for trio. Above them: `turnstile.executors.testing`, for testing agents, and
+does not pay for trio. `Journal` keeps a run's events in a file, so the run can outlive its
+process. Above them: `turnstile.executors.testing`, for testing agents, and
 `turnstile.executors.cli`, the `turnstile` command.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from . import sync as sync
+from ._journal import CorruptJournal as CorruptJournal
+from ._journal import Journal as Journal
+from ._journal import TornJournal as TornJournal
 from ._protocols import AsyncModelClient as AsyncModelClient
 from ._protocols import ModelClient as ModelClient
 from ._protocols import ToolRunner as ToolRunner

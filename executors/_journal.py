@@ -1,0 +1,294 @@
+"""`Journal`: a run's events in an append-only file, so that the run can outlive its process.
+
+The file is a header, then one record per event, written by one `write` as the event is appended
+(integers little-endian):
+
+    header   b"turnstile-journal\\n", the schema version (u32)                   22 bytes
+    record   the payload's length (u32), crc32 of those 4 bytes (u32),
+             crc32 of the payload (u32), the payload: the event as JSON     12 + length bytes
+
+The length has a checksum of its own so that a damaged length is never taken for the end of the
+file: a record that claims to run past the end is cut short only if its length is whole.
+
+What a crash leaves at the end of the file is a torn tail: a header or a record cut short, a last
+record whose checksum fails (a power loss can keep the size and lose the data), zero bytes past
+the last record. Reading warns (`TornJournal`) and ignores it; opening for appending also cuts it
+off. Anything else is damage and raises `CorruptJournal` naming its byte offset: a record that
+fails its checks with more data after it, a length that fails its own check, a whole record that
+is no event, a file that is not a journal or comes from a newer turnstile.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CorruptJournal", "Journal", "TornJournal"]
+
+import os
+import struct
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, NamedTuple, get_args
+from zlib import crc32
+
+import msgspec
+from turnstile.core import Event, Loop, LoopSpec, Started, TurnstileError
+
+MAGIC = b"turnstile-journal\n"
+VERSION = 1
+_HEADER = MAGIC + struct.pack("<I", VERSION)
+_LENGTH = struct.Struct("<I")
+_FRAME = struct.Struct("<III")  # length, crc32 of the length, crc32 of the payload
+_EVENTS = frozenset(get_args(Event))
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(Event).decode
+
+Policy = Literal["always", "batch", "never"]
+
+
+class CorruptJournal(TurnstileError):
+    """A journal that cannot be used: not a journal, from a newer turnstile, damaged before its
+    end, or holding an event its loop refuses. `offset` is the byte where the trouble starts."""
+
+    def __init__(self, path: Path, offset: int, reason: str) -> None:
+        self.path = path
+        self.offset = offset
+        super().__init__(f"{path}: byte {offset}: {reason}")
+
+
+class TornJournal(UserWarning):
+    """A journal ended in a torn tail (a crash cut its last write short), which was dropped."""
+
+
+class _Contents(NamedTuple):
+    events: list[Event]
+    offsets: list[int]  # where each event's record starts
+    end: int  # where the whole records end; 0 when not even the header is whole
+
+
+def _scan(data: bytes, path: Path) -> _Contents:
+    """The events of a journal's bytes, and where its whole records end."""
+    size = len(data)
+    if size < len(_HEADER):
+        if not MAGIC.startswith(data[: len(MAGIC)]):
+            raise CorruptJournal(path, 0, "not a turnstile journal")
+        return _Contents([], [], 0)  # empty, or a header a crash cut short
+    if data[: len(MAGIC)] != MAGIC:
+        raise CorruptJournal(path, 0, "not a turnstile journal")
+    [version] = _LENGTH.unpack_from(data, len(MAGIC))
+    if version > VERSION:
+        raise CorruptJournal(
+            path,
+            len(MAGIC),
+            f"written by a newer turnstile (journal schema {version}, this one reads up to "
+            f"{VERSION}); upgrade",
+        )
+    if version < 1:
+        raise CorruptJournal(path, len(MAGIC), f"unknown journal schema {version}")
+    events: list[Event] = []
+    offsets: list[int] = []
+    pos = len(_HEADER)
+    while size - pos >= _FRAME.size:
+        length, length_crc, payload_crc = _FRAME.unpack_from(data, pos)
+        if length == 0 or crc32(data[pos : pos + 4]) != length_crc:
+            if data.count(0, pos) == size - pos:
+                break  # zeros past the end: a power loss kept the size, not the data
+            raise CorruptJournal(path, pos, "damaged record: its length fails its checksum")
+        end = pos + _FRAME.size + length
+        if end > size:
+            break  # cut short
+        payload = data[pos + _FRAME.size : end]
+        if crc32(payload) != payload_crc:
+            if data.count(0, end) == size - end:
+                break  # the last record: its data never reached the disk
+            raise CorruptJournal(path, pos, "damaged record: its checksum does not match")
+        try:
+            events.append(_decode(payload))
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise CorruptJournal(path, pos, f"not an event this turnstile knows: {e}") from None
+        offsets.append(pos)
+        pos = end
+    return _Contents(events, offsets, pos)
+
+
+def _torn(path: Path, contents: _Contents, size: int, done: str) -> str:
+    what = "its header" if contents.end == 0 else "its last record"
+    return (
+        f"{path}: {what}, at byte {contents.end} ({size - contents.end} bytes), was cut short "
+        f"by a crash: {done}"
+    )
+
+
+def _replay(spec: LoopSpec, contents: _Contents, path: Path) -> Loop:
+    """`Loop.replay`, naming the record of an event the loop refuses."""
+    loop = Loop(spec)
+    for event, offset in zip(contents.events, contents.offsets, strict=True):
+        try:
+            if isinstance(event, Started):
+                loop.start(event.messages, event.now)
+            else:
+                loop.send(event)
+        except TurnstileError as e:
+            raise CorruptJournal(
+                path, offset, f"the loop refuses this {type(event).__name__}: {e}"
+            ) from e
+    return loop
+
+
+def _fsync(fd: int) -> None:
+    (os.fdatasync if hasattr(os, "fdatasync") else os.fsync)(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Journal:
+    """An append-only file of a run's events, one record each; `events` holds them all.
+
+    Every append hands its record to the OS at once, so whatever the policy a killed process
+    loses nothing it appended. `fsync` decides what survives a power loss:
+
+    - `"always"`: every event (an fsync per append: the slowest).
+    - `"batch"` (the default): every event appended before a `commit()`. Executors commit right
+      before each effect (a tool run, a model call), so no intent is lost and no tool runs twice
+      unless it is replay-safe; events after the last effect may be lost, and are redone.
+    - `"never"`: nothing is fsynced; what the OS had not written out yet is lost.
+
+    Opening reads what the file holds (creating it, with its header, if absent): a torn tail is
+    cut off with a `TornJournal` warning naming its offset, damage raises `CorruptJournal`. One
+    process appends to a journal at a time. An append or fsync that fails closes the journal,
+    unless it could take the half-written record back: open it again to go on.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: Policy = "batch") -> None:
+        if fsync not in get_args(Policy):
+            raise ValueError(f"fsync must be 'always', 'batch' or 'never', not {fsync!r}")
+        self.path = Path(path)
+        self.fsync: str = fsync
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0))
+        try:
+            with open(fd, "rb", closefd=False) as f:
+                data = f.read()
+            contents = _scan(data, self.path)
+            if contents.end < len(data):
+                os.ftruncate(fd, contents.end)
+                warnings.warn(
+                    _torn(self.path, contents, len(data), "cut off"), TornJournal, stacklevel=2
+                )
+            size = contents.end
+            if size == 0:
+                _write_all(fd, _HEADER)
+                size = len(_HEADER)
+            if size != len(data) and fsync != "never":
+                _fsync(fd)
+                if contents.end == 0:
+                    self._sync_folder()
+        except BaseException:
+            os.close(fd)
+            raise
+        self.events = contents.events
+        self._offsets = contents.offsets
+        self._fd = fd
+        self._size = size
+        self._unsynced = False
+
+    def __repr__(self) -> str:
+        return f"Journal({str(self.path)!r}, fsync={self.fsync!r}, events={len(self.events)})"
+
+    def append(self, event: Event) -> None:
+        """Write `event` as one record; with `fsync="always"`, durable before this returns."""
+        if type(event) not in _EVENTS:
+            raise TypeError(f"a journal holds events, not {type(event).__name__}")
+        fd = self._open()
+        payload = _encode(event)
+        length = _LENGTH.pack(len(payload))
+        record = _FRAME.pack(len(payload), crc32(length), crc32(payload)) + payload
+        try:
+            _write_all(fd, record)
+        except BaseException:
+            try:  # no half record may stay before the next one
+                os.ftruncate(fd, self._size)
+            except OSError:
+                self._shut()
+            raise
+        self.events.append(event)
+        self._offsets.append(self._size)
+        self._size += len(record)
+        self._unsynced = True
+        if self.fsync == "always":
+            self._sync()
+
+    def commit(self) -> None:
+        """Make every appended record durable, as the policy allows: fsync (when something is
+        new) with "always" and "batch"; with "never" the OS already has them."""
+        self._open()
+        if self._unsynced and self.fsync != "never":
+            self._sync()
+
+    def close(self) -> None:
+        """Commit, then close the file; closing again does nothing."""
+        if self._fd < 0:
+            return
+        try:
+            self.commit()
+        finally:
+            self._shut()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def loop(self, spec: LoopSpec) -> Loop:
+        """The loop its events rebuild (`Loop.replay`); an event the loop refuses raises
+        `CorruptJournal` naming its record."""
+        return _replay(spec, _Contents(self.events, self._offsets, self._size), self.path)
+
+    @staticmethod
+    def read(path: str | os.PathLike[str]) -> list[Event]:
+        """The events of the journal at `path`, never writing to it: a torn tail is warned
+        about (`TornJournal`) and left; damage raises `CorruptJournal`."""
+        path = Path(path)
+        data = path.read_bytes()
+        contents = _scan(data, path)
+        if contents.end < len(data):
+            warnings.warn(
+                _torn(path, contents, len(data), "ignored (opening it to append cuts it off)"),
+                TornJournal,
+                stacklevel=2,
+            )
+        return contents.events
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            raise ValueError(f"{self.path}: the journal is closed")
+        return self._fd
+
+    def _sync(self) -> None:
+        try:
+            _fsync(self._fd)
+        except OSError:  # the OS may have dropped what it could not write: trust nothing since
+            self._shut()
+            raise
+        self._unsynced = False
+
+    def _shut(self) -> None:
+        fd, self._fd = self._fd, -1
+        os.close(fd)
+
+    def _sync_folder(self) -> None:
+        """Make the new file's name durable too (POSIX: Windows cannot open a folder)."""
+        if os.name == "posix":
+            fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
