@@ -25,7 +25,9 @@ class AsyncModelClient(Protocol):
 @runtime_checkable
 class ToolRunner(Protocol):
     """Runs one call by name; every failure comes back as an `is_error` outcome, not raised.
-    `specs` describe the tools it runs (a loop spec without tools gets them)."""
+    `specs` describe the tools it runs (a loop spec without tools gets them). A `run` that also
+    takes a `context` keyword gets the call's `ToolContext` (its id), for the tools that ask for
+    it; a runner written without one still works."""
 
     @property
     def specs(self) -> Sequence[ToolSpec]: ...

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 __all__ = [
+    "JournalArg",
+    "Recorder",
     "Run",
     "answer",
     "check_model",
-    "first_commands",
     "model_failed",
+    "opened",
     "prepare",
     "renamed_state",
 ]
 
+import contextlib
 import inspect
+import os
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import msgspec
 from turnstile.core import (
@@ -25,6 +29,7 @@ from turnstile.core import (
     CallModel,
     Command,
     Denied,
+    Event,
     Finish,
     Loop,
     LoopSpec,
@@ -33,13 +38,21 @@ from turnstile.core import (
     ModelError,
     ModelFailed,
     Observation,
+    Resumed,
     RunTool,
+    Started,
     StopReason,
     ToolCall,
+    UserMessage,
 )
 
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._transcript import transcript
+
+if TYPE_CHECKING:
+    from ._journal import Journal
+
+JournalArg: TypeAlias = "Journal | str | os.PathLike[str] | None"
 
 
 class Run:
@@ -114,7 +127,7 @@ def _check_prompt(prompt: str | Sequence[Message] | None, resumed: Loop | None) 
     it goes on with); a loop still waiting on commands is resumed without one."""
     if resumed is None:
         if prompt is None:
-            raise ValueError("run() needs a prompt, or a loop to resume")
+            raise ValueError("run() needs a prompt, or a loop or a journal to resume")
         return
     if prompt is None and resumed.state.phase == "idle":
         raise ValueError("the loop has not started: give it a prompt")
@@ -132,32 +145,137 @@ def _check_prompt(prompt: str | Sequence[Message] | None, resumed: Loop | None) 
         )
 
 
+def _journaled_prompt(prompt: str | Sequence[Message] | None, events: Sequence[Event]) -> None:
+    """A journal that holds a run resumes it: the prompt, if given, must be the one it started
+    from (the same call, made again after a crash), else the journal is not this run's."""
+    if prompt is None:
+        return
+    given = [UserMessage(prompt)] if isinstance(prompt, str) else list(prompt)
+    last = next(e for e in reversed(events) if type(e) is Started)
+    if given != last.messages:
+        raise ValueError(
+            "the journal holds a run started from another prompt: to resume it, give the same "
+            "prompt or none; to start another run, give another journal"
+        )
+
+
+def _with_tools(spec: LoopSpec, runner: ToolRunner) -> LoopSpec:
+    """A spec without tools gets the runner's; a spec's tools must all have an implementation."""
+    specs = runner.specs
+    if not spec.tools and specs:
+        return msgspec.structs.replace(spec, tools=tuple(specs))
+    missing = sorted({t.name for t in spec.tools} - {s.name for s in specs})
+    if missing:
+        raise ValueError(f"tools without an implementation: {', '.join(missing)}")
+    return spec
+
+
+@contextlib.contextmanager
+def opened(journal: JournalArg, resumed: Loop | None) -> Iterator[Journal | None]:
+    """The journal to write: one given open (made durable on the way out, left open), or the
+    one at a path (opened here with the default policy, and closed on the way out).
+
+    Raises `ValueError` for a journal given with a loop to resume: a journal holds its own.
+    """
+    if journal is not None and resumed is not None:
+        raise ValueError("run() takes loop= or journal=, not both: a journal holds its own loop")
+    if journal is None:
+        yield None
+    elif isinstance(journal, str | os.PathLike):
+        from ._journal import Journal
+
+        with Journal(journal) as at_path:
+            try:
+                yield at_path
+            finally:
+                at_path.commit()
+    else:
+        try:
+            yield journal
+        finally:
+            journal.commit()
+
+
+class Recorder:
+    """The loop an executor drives, and what becomes of each event it records: appended to the
+    journal (if any), then shown to `on_event`. Executors send through it, never to the loop."""
+
+    __slots__ = ("_journal", "_on_event", "_prompt", "_written", "loop")
+
+    def __init__(
+        self,
+        loop: Loop,
+        prompt: str | Sequence[Message] | None,
+        journal: Journal | None,
+        on_event: Callable[[Event], None] | None,
+    ) -> None:
+        self.loop = loop
+        self._prompt = prompt
+        self._journal = journal
+        self._on_event = on_event
+        self._written = len(loop.state.events)
+
+    def first(self, now: float) -> list[Command]:
+        """What to carry out first: the run the prompt starts (on a new or idle loop, or going on
+        with a finished loop's conversation); else the loop is told it was `Resumed` (a finished
+        one has nothing left to do)."""
+        if self._prompt is not None:
+            commands = self.loop.start(self._prompt, now)
+            self._record()
+            return commands
+        if self.loop.state.phase == "done":
+            return self.loop.outstanding_commands()
+        return self.send(Resumed(now=now))
+
+    def send(self, obs: Observation) -> list[Command]:
+        commands = self.loop.send(obs)
+        self._record()
+        return commands
+
+    def commit(self) -> None:
+        """Make everything journaled durable: done before any effect (a call, a request)."""
+        if self._journal is not None:
+            self._journal.commit()
+
+    def _record(self) -> None:
+        events = self.loop.state.events
+        new = events[self._written :]
+        self._written = len(events)
+        if self._journal is not None:
+            for event in new:
+                self._journal.append(event)
+        if self._on_event is not None:
+            for event in new:
+                self._on_event(event)
+
+
 def prepare(
     spec: LoopSpec,
     runner: ToolRunner,
     prompt: str | Sequence[Message] | None,
     resumed: Loop | None,
     clock: Callable[[], float],
-) -> tuple[Loop, Callable[[], float]]:
-    """The loop to drive (fresh, or resumed) and the clock to stamp observations with.
+    journal: Journal | None = None,
+    on_event: Callable[[Event], None] | None = None,
+) -> tuple[Recorder, Callable[[], float]]:
+    """The loop to drive (fresh, resumed, or rebuilt from the journal's events) and the clock to
+    stamp observations with.
 
     A spec without tools gets the runner's. A resumed loop's clock continues from its last
     event, so the time a dumped state spent at rest (waiting for a human, say) is not counted.
     Raises `ValueError` for a prompt the loop cannot start from, or none where it needs one.
     """
+    spec = _with_tools(spec, runner)
+    if journal is not None and journal.events:
+        _journaled_prompt(prompt, journal.events)
+        prompt, resumed = None, journal.loop(spec)
     _check_prompt(prompt, resumed)
-    specs = runner.specs
-    if not spec.tools and specs:
-        spec = msgspec.structs.replace(spec, tools=tuple(specs))
-    else:
-        missing = sorted({t.name for t in spec.tools} - {s.name for s in specs})
-        if missing:
-            raise ValueError(f"tools without an implementation: {', '.join(missing)}")
     if resumed is None:
-        return Loop(spec), clock
+        return Recorder(Loop(spec), prompt, journal, on_event), clock
     loop = Loop(spec, resumed.state)
     offset = loop.resume_offset(clock())
-    return loop, (lambda: clock() + offset) if offset else clock
+    recorder = Recorder(loop, prompt, journal, on_event)
+    return recorder, (lambda: clock() + offset) if offset else clock
 
 
 def _described(model: object) -> str:
@@ -191,16 +309,6 @@ def check_model(model: object, *, can_await: bool) -> None:
         "sync.run needs a ModelClient (complete(request) -> ModelResponse), got "
         + _described(model)
     )
-
-
-def first_commands(
-    loop: Loop, prompt: str | Sequence[Message] | None, now: Callable[[], float]
-) -> list[Command]:
-    """What to carry out first: the run the prompt starts (on a new or idle loop, or going on
-    with a finished loop's conversation), or, without one, what a resumed loop still waits on."""
-    if prompt is None:
-        return loop.outstanding_commands()
-    return loop.start(prompt, now())
 
 
 def model_failed(command_id: str, exc: Exception, now: float) -> ModelFailed:

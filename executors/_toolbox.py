@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["Toolbox", "as_runner"]
+__all__ = ["Toolbox", "as_runner", "caller"]
 
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from turnstile.core import Tool, ToolOutcome, ToolSpec, tool
+from turnstile.core import RunTool, Tool, ToolContext, ToolOutcome, ToolSpec, tool
 
 from ._protocols import ToolRunner
 
@@ -33,9 +34,11 @@ class Toolbox:
     def _missing(self, name: str) -> ToolOutcome:
         return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
 
-    def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    def run(
+        self, name: str, arguments: dict[str, Any], *, context: ToolContext | None = None
+    ) -> ToolOutcome:
         t = self._tools.get(name)
-        return self._missing(name) if t is None else t.invoke(arguments)
+        return self._missing(name) if t is None else t.invoke(arguments, context)
 
 
 def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRunner:
@@ -48,3 +51,20 @@ def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRu
             "it runs, as `specs` (a sequence of ToolSpec)"
         )
     return Toolbox(tools)
+
+
+def _takes_context(run: Callable[..., ToolOutcome]) -> bool:
+    try:
+        parameters = inspect.signature(run).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: call it as the protocol once was
+        return False
+    return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def caller(runner: ToolRunner) -> Callable[[RunTool], ToolOutcome]:
+    """How to run a call on `runner`: with its `ToolContext` (the call's id), unless the
+    runner's `run` takes none (one written before calls had a context)."""
+    run: Callable[..., ToolOutcome] = runner.run
+    if _takes_context(run):
+        return lambda c: run(c.name, c.arguments, context=ToolContext(c.id))
+    return lambda c: run(c.name, c.arguments)

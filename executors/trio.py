@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = ["run"]
 
+import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -22,6 +23,7 @@ from turnstile.core import (
     CallModel,
     Cancelled,
     Command,
+    Event,
     Finish,
     Loop,
     LoopSpec,
@@ -31,8 +33,10 @@ from turnstile.core import (
     RunTool,
     Tick,
     Tool,
+    ToolContext,
     ToolOutcome,
     ToolReturned,
+    ToolStarted,
 )
 
 try:
@@ -43,8 +47,18 @@ except ModuleNotFoundError as error:
     raise missing_extra(error, "trio", needed_by="turnstile.executors.trio") from None
 
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
-from ._run import Run, answer, check_model, first_commands, model_failed, prepare, renamed_state
-from ._toolbox import Toolbox, as_runner
+from ._run import (
+    JournalArg,
+    Recorder,
+    Run,
+    answer,
+    check_model,
+    model_failed,
+    opened,
+    prepare,
+    renamed_state,
+)
+from ._toolbox import Toolbox, as_runner, caller
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 
@@ -58,12 +72,14 @@ async def _complete(model: AsyncModelClient | ModelClient, command: CallModel) -
     )
 
 
-async def _invoke(runner: ToolRunner, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+async def _invoke(
+    runner: ToolRunner, run_call: Callable[[RunTool], ToolOutcome], command: RunTool
+) -> ToolOutcome:
     """Async tools are awaited here; everything else runs in a worker thread."""
-    tool = runner.get(name) if isinstance(runner, Toolbox) else None
+    tool = runner.get(command.name) if isinstance(runner, Toolbox) else None
     if tool is not None and tool.is_async:
-        return await tool.ainvoke(arguments)
-    return await trio.to_thread.run_sync(runner.run, name, arguments, abandon_on_cancel=True)
+        return await tool.ainvoke(command.arguments, ToolContext(command.id))
+    return await trio.to_thread.run_sync(run_call, command, abandon_on_cancel=True)
 
 
 def _is_async(fn: Callable[..., object]) -> bool:
@@ -84,15 +100,19 @@ async def run(
     model: AsyncModelClient | ModelClient,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
     loop: Loop | None = None,
+    journal: JournalArg = None,
     approve: Approver | None = None,
     tool_timeout: float | None = None,
     clock: Callable[[], float] = trio.current_time,
+    on_event: Callable[[Event], None] | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
     state: Loop | None = None,
 ) -> Run:
     """Drive a loop under trio until it finishes, or until only approvals are left to wait for.
 
     Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
+    The calls the loop hands out together are journaled as started, and made durable, before
+    the first of them runs.
     Times come from trio's clock, so `trio.testing.MockClock` makes timeouts, and the waits a
     retry's `CallModel.not_before` asks for, instant in tests.
     Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
@@ -101,7 +121,23 @@ async def run(
     check_model(model, can_await=True)
     resumed = renamed_state(loop, state)
     runner = as_runner(tools)
-    loop, now = prepare(spec, runner, prompt, resumed, clock)
+    run_call = caller(runner)
+    with opened(journal, resumed) as journaled:
+        record, now = prepare(spec, runner, prompt, resumed, clock, journaled, on_event)
+        return await _drive(record, now, model, runner, run_call, approve, tool_timeout, on_step)
+
+
+async def _drive(
+    record: Recorder,
+    now: Callable[[], float],
+    model: AsyncModelClient | ModelClient,
+    runner: ToolRunner,
+    run_call: Callable[[RunTool], ToolOutcome],
+    approve: Approver | None,
+    tool_timeout: float | None,
+    on_step: Callable[[Command | Observation], None] | None,
+) -> Run:
+    loop = record.loop
     timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in loop.spec.tools}
     # each observation comes keyed by its command's id, a tick by its ticker's scope
     observations, inbox = trio.open_memory_channel[tuple[object, Observation]](math.inf)
@@ -121,7 +157,7 @@ async def run(
     async def tool_call(command: RunTool) -> Observation:
         limit = timeouts.get(command.name, tool_timeout or math.inf)
         with trio.move_on_after(limit):
-            outcome = await _invoke(runner, command.name, command.arguments)
+            outcome = await _invoke(runner, run_call, command)
             return ToolReturned(command.id, outcome.content, outcome.is_error, now=now())
         return ToolReturned(
             command.id, f"{command.name} timed out after {limit:g} s", True, now=now()
@@ -145,14 +181,17 @@ async def run(
 
     @trio.lowlevel.enable_ki_protection  # a Ctrl-C must not land halfway through a step
     def step(nursery: trio.Nursery, obs: Observation | None) -> None:
-        """Hand `obs` to the loop (or start it) and launch what it decides."""
+        """Hand `obs` to the loop (or begin) and launch what it decides: calls are journaled as
+        started, and everything made durable, before any of it runs."""
         nonlocal finish
         if obs is None:
-            commands = first_commands(loop, prompt, now)
+            commands = record.first(now())
         else:
             if on_step is not None:
                 on_step(obs)
-            commands = loop.send(obs)
+            commands = record.send(obs)
+        launch: list[tuple[str, Callable[[], Awaitable[Observation]]]] = []
+        work: Callable[[], Awaitable[Observation]]
         for command in commands:
             if on_step is not None:
                 on_step(command)
@@ -160,17 +199,22 @@ async def run(
                 case Finish():
                     finish = command
                     continue
-                case CallModel():
-                    work = lambda c=command: model_call(c)  # noqa: E731
-                case RunTool():
-                    work = lambda c=command: tool_call(c)  # noqa: E731
-                case AwaitApproval() if approve is not None:
-                    work = lambda c=command: approval(c)  # noqa: E731
+                case CallModel(id=key):
+                    work = functools.partial(model_call, command)
+                case RunTool(id=key):
+                    record.send(ToolStarted(key, now=now()))
+                    work = functools.partial(tool_call, command)
+                case AwaitApproval(id=key) if approve is not None:
+                    work = functools.partial(approval, command)
                 case _:
                     waiting.append(command)  # type: ignore[arg-type]
                     continue
-            tasks[command.id] = scope = trio.CancelScope()
-            nursery.start_soon(task, command.id, scope, work)
+            launch.append((key, work))
+        if launch:
+            record.commit()
+        for key, work in launch:
+            tasks[key] = scope = trio.CancelScope()
+            nursery.start_soon(task, key, scope, work)
 
     ticker = trio.CancelScope()  # the armed tick's scope, which keys its Tick
     armed = False

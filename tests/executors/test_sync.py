@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from turnstile.core import (
     Guards,
@@ -119,7 +121,7 @@ def test_a_resumed_clock_continues_from_the_last_event() -> None:
     model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "x"})), text("done")])
     ticks = iter([0.0, 10.0])
     first = sync.run(spec, "go", model=model, tools=[delete], clock=lambda: next(ticks))
-    later = iter([1_000_000.0, 1_000_001.0, 1_000_002.0, 1_000_003.0])
+    later = itertools.count(1_000_000.0)
     run = sync.run(
         spec,
         model=model,
@@ -129,7 +131,11 @@ def test_a_resumed_clock_continues_from_the_last_event() -> None:
         clock=lambda: next(later),
     )
     assert run.stop_reason is StopReason.completed  # a week at rest did not trip the deadline
-    assert [e.now for e in run.state.events] == [0.0, 10.0, 11.0, 12.0, 13.0]
+    events = [(type(e).__name__, e.now) for e in run.state.events]
+    assert events == [
+        *[("Started", 0.0), ("ModelReplied", 10.0), ("Resumed", 11.0), ("Approved", 12.0)],
+        *[("ToolStarted", 13.0), ("ToolReturned", 14.0), ("ModelReplied", 15.0)],
+    ]
 
 
 def test_tools_the_model_is_told_of_must_have_an_implementation() -> None:
