@@ -60,14 +60,16 @@ class TextContains(msgspec.Struct, frozen=True, tag="text_contains"):
 StepCountIs = TurnCountIs
 """The name `TurnCountIs` had before 0.2; it counts turns, not steps."""
 
-StopCondition = TurnCountIs | HasToolCall | TextContains | Callable[[LoopState], bool]
+BuiltInCondition = TurnCountIs | HasToolCall | TextContains
+StopCondition = BuiltInCondition | Callable[[LoopState], bool]
 
 
 class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a loop needs besides its state: prompt, tools, guards, stop conditions.
 
     `stop_when` takes the built-in conditions or any pure predicate of the state; they are checked
-    after each turn's results are written.
+    after each turn's results are written. Decoded from JSON, the built-in ones come back as
+    themselves (a predicate that is code cannot be shipped).
     """
 
     system: str | None = None
@@ -75,3 +77,14 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     guards: Guards = Guards()
     stop_when: tuple[Any, ...] = ()
     max_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        if any(type(c) is dict for c in self.stop_when):  # decoded: the field's type is `Any`
+            try:
+                conditions = tuple(
+                    msgspec.convert(c, BuiltInCondition) if type(c) is dict else c
+                    for c in self.stop_when
+                )
+            except msgspec.ValidationError as e:
+                raise ValueError(f"stop_when: not a built-in condition: {e}") from None
+            msgspec.structs.force_setattr(self, "stop_when", conditions)

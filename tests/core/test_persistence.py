@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from turnstile.core import (
     CorruptState,
     Finish,
     Guards,
+    HasToolCall,
     Loop,
+    LoopSpec,
     LoopState,
     ModelReplied,
     Purpose,
     StopReason,
+    TextContains,
+    TurnCountIs,
 )
 
 from tests.core._drive import Driver, call, reply, spec
@@ -106,3 +111,14 @@ def test_a_schema_1_dump_finalizing_loads_and_finishes_for_its_reason() -> None:
     old["state"]["finalizing"] = None
     with pytest.raises(CorruptState, match="stop reason unknown in phase finalizing"):
         Loop.load(d.loop.spec, json.dumps(old))
+
+
+def test_a_spec_shipped_as_json_keeps_its_built_in_stop_conditions() -> None:
+    """A spec is plain data beside a dump: its built-in conditions must come back callable."""
+    conditions = (TurnCountIs(3), HasToolCall("done"), TextContains("bye"))
+    shipped = msgspec.json.decode(
+        msgspec.json.encode(LoopSpec(stop_when=conditions)), type=LoopSpec
+    )
+    assert shipped.stop_when == conditions
+    with pytest.raises(msgspec.ValidationError, match="stop_when"):
+        msgspec.json.decode(b'{"stop_when": [{"type": "when_pigs_fly"}]}', type=LoopSpec)
