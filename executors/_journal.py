@@ -134,6 +134,18 @@ def _replay(spec: LoopSpec, contents: _Contents, path: Path) -> Loop:
     return loop
 
 
+def _read(path: Path) -> _Contents:
+    data = path.read_bytes()
+    contents = _scan(data, path)
+    if contents.end < len(data):
+        warnings.warn(
+            _torn(path, contents, len(data), "ignored (opening it to append cuts it off)"),
+            TornJournal,
+            stacklevel=3,
+        )
+    return contents
+
+
 def _fsync(fd: int) -> None:
     (os.fdatasync if hasattr(os, "fdatasync") else os.fsync)(fd)
 
@@ -256,16 +268,14 @@ class Journal:
     def read(path: str | os.PathLike[str]) -> list[Event]:
         """The events of the journal at `path`, never writing to it: a torn tail is warned
         about (`TornJournal`) and left; damage raises `CorruptJournal`."""
+        return _read(Path(path)).events
+
+    @staticmethod
+    def replay(path: str | os.PathLike[str], spec: LoopSpec) -> Loop:
+        """The loop the journal at `path` rebuilds, never writing to it: as `read`, and an
+        event the loop refuses raises `CorruptJournal` naming its record."""
         path = Path(path)
-        data = path.read_bytes()
-        contents = _scan(data, path)
-        if contents.end < len(data):
-            warnings.warn(
-                _torn(path, contents, len(data), "ignored (opening it to append cuts it off)"),
-                TornJournal,
-                stacklevel=2,
-            )
-        return contents.events
+        return _replay(spec, _read(path), path)
 
     def _open(self) -> int:
         if self._fd < 0:

@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -34,7 +35,8 @@ from turnstile.core import (
     history_problems,
     mermaid,
 )
-from turnstile.executors import sync, transcript
+from turnstile.executors import CorruptJournal, Journal, TornJournal, sync, transcript
+from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
 from turnstile.providers import Delta, TextDelta
 
 _PROVIDERS = {
@@ -57,11 +59,35 @@ def _read(path: str) -> bytes:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
-def _load(path: str, data: bytes | None = None) -> Loop:
+def _spec(path: str | None) -> LoopSpec:
+    """The spec given with `--spec` (a `LoopSpec` as JSON), or the default one."""
+    if path is None:
+        return LoopSpec()
     try:
-        return Loop.load(LoopSpec(), _read(path) if data is None else data)
-    except CorruptState as e:
-        raise UsageError(f"{path}: {e}") from None
+        return msgspec.json.decode(_read(path), type=LoopSpec)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise UsageError(f"{path}: not a LoopSpec: {e}") from None
+
+
+def _load(path: str, spec: str | None, data: bytes | None = None) -> tuple[Loop, int | None]:
+    """The loop a state dump or a journal holds, and the journal's count of events (None for
+    a dump). A journal's torn tail is reported on one line of stderr, and left as it is."""
+    data = _read(path) if data is None else data
+    if not data.startswith(JOURNAL_MAGIC):
+        try:
+            return Loop.load(_spec(spec), data), None
+        except CorruptState as e:
+            raise UsageError(f"{path}: {e}") from None
+    with warnings.catch_warnings(record=True) as torn:
+        warnings.simplefilter("always", TornJournal)
+        try:
+            loop = Journal.replay(path, _spec(spec))
+        except CorruptJournal as e:
+            hint = " (a run with tools needs its spec: give it with --spec)" if spec is None else ""
+            raise UsageError(f"{e}{hint}") from None
+    for warning in torn:
+        print(f"turnstile: warning: {warning.message}", file=sys.stderr)
+    return loop, len(loop.state.events)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -72,7 +98,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    print(transcript(_load(args.state).state))
+    print(transcript(_load(args.state, args.spec)[0].state))
     return 0
 
 
@@ -82,14 +108,20 @@ def _validate(args: argparse.Namespace) -> int:
     is_trace = _is_trace(path, data)
     if is_trace:
         problems = _trace_problems(path, data)
-    else:  # a state that loads has a valid history: Loop.load checks it
-        problems = []
-        count = len(_load(path, data).state.messages)
-    if problems:
-        for where, problem in problems:
-            print(f"{path}: {where}: {problem}", file=sys.stderr)
-        return 1
-    print(f"{path}: valid" + ("" if is_trace else f" ({count} messages)"))
+        if problems:
+            for where, problem in problems:
+                print(f"{path}: {where}: {problem}", file=sys.stderr)
+            return 1
+        print(f"{path}: valid")
+        return 0
+    # a state or journal that loads has a valid history: loading checks it
+    loop, events = _load(path, args.spec, data)
+    count = f"{len(loop.state.messages)} messages"
+    print(
+        f"{path}: valid ({count})"
+        if events is None
+        else f"{path}: valid journal ({events} events, {count})"
+    )
     return 0
 
 
@@ -98,8 +130,10 @@ _STATE_KEYS = frozenset({"schema", "state"})
 
 
 def _is_trace(path: str, data: bytes) -> bool:
-    """Whether the file is a trace (else a state dump), told by its top-level keys, so that a
-    trace with a mistake in it is reported as one."""
+    """Whether the file is a trace (else a state dump or a journal), told by its top-level keys,
+    so that a trace with a mistake in it is reported as one."""
+    if data.startswith(JOURNAL_MAGIC):
+        return False
     try:
         value = msgspec.json.decode(data)
     except msgspec.DecodeError as e:
@@ -227,11 +261,14 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="turnstile", description="Run and inspect agent loops.")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="answer the weather question offline").set_defaults(fn=_demo)
-    show = sub.add_parser("show", help="print a dumped state as a transcript")
-    show.add_argument("state")
+    spec = {"metavar": "SPEC", "help": "the run's LoopSpec as JSON (needed for runs with tools)"}
+    show = sub.add_parser("show", help="print a dumped state or a journal as a transcript")
+    show.add_argument("state", metavar="STATE|JOURNAL")
+    show.add_argument("--spec", **spec)
     show.set_defaults(fn=_show)
-    check = sub.add_parser("validate", help="check the history of a trace or a dumped state")
-    check.add_argument("path", metavar="TRACE|STATE")
+    check = sub.add_parser("validate", help="check a trace, a dumped state or a journal")
+    check.add_argument("path", metavar="TRACE|STATE|JOURNAL")
+    check.add_argument("--spec", **spec)
     check.set_defaults(fn=_validate)
     draw = sub.add_parser("diagram", help="draw the loop's state machine")
     draw.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")

@@ -10,9 +10,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
-from turnstile.executors import cli
-from turnstile.executors._demo import run_demo
+from turnstile.core import (
+    Loop,
+    LoopSpec,
+    ModelReplied,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolReturned,
+    ToolSpec,
+    TurnCountIs,
+)
+from turnstile.executors import Journal, cli
+from turnstile.executors._demo import demo_spec, run_demo
 
 FIXTURES = Path(__file__).parent.parent.parent / "fixtures"
 
@@ -161,3 +174,117 @@ def test_validate_says_what_is_wrong_with_a_file(
     err = capsys.readouterr().err
     assert re.search(message, err), err
     assert "state dump:" not in err and err.count("\n") == 1
+
+
+# -- journals ----------------------------------------------------------------------------------
+
+
+def _demo_journal(tmp_path: Path) -> tuple[Path, Path]:
+    """The demo run's events in a journal, and its spec as JSON beside it."""
+    path, spec = tmp_path / "demo.journal", tmp_path / "spec.json"
+    with Journal(path) as journal:
+        for event in run_demo().loop.state.events:
+            journal.append(event)
+    spec.write_bytes(msgspec.json.encode(demo_spec()))
+    return path, spec
+
+
+def test_show_and_validate_a_journal_with_its_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, spec = _demo_journal(tmp_path)
+    assert cli.main(["show", str(path), "--spec", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "completed after 2 turns" in out and "get_weather" in out
+    assert cli.main(["validate", str(path), "--spec", str(spec)]) == 0
+    assert capsys.readouterr().out == f"{path}: valid journal (7 events, 4 messages)\n"
+
+
+def test_a_journal_of_a_run_without_tools_needs_no_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loop = Loop(LoopSpec())
+    [ask] = loop.start("hi", 0.0)
+    loop.send(ModelReplied(ask.id, ModelResponse([Text("hello")], ModelStop.end_turn), now=1.0))
+    path = tmp_path / "run.journal"
+    with Journal(path) as journal:
+        for event in loop.state.events:
+            journal.append(event)
+    assert cli.main(["show", str(path)]) == 0
+    assert "hello" in capsys.readouterr().out
+    assert cli.main(["validate", str(path)]) == 0
+    assert "valid journal (2 events, 2 messages)" in capsys.readouterr().out
+
+
+def test_a_journal_that_does_not_replay_without_its_spec_says_to_give_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = _demo_journal(tmp_path)
+    for command in ("show", "validate"):
+        assert cli.main([command, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--spec" in err and re.search(r"byte \d+", err), err
+
+
+def test_a_torn_journal_is_shown_with_a_note_of_what_was_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, spec = _demo_journal(tmp_path)
+    whole = path.stat().st_size
+    with path.open("ab") as f:
+        f.write(b"\x40\x00\x00")  # the start of a record's length: a kill landed there
+    for command in ("show", "validate"):
+        assert cli.main([command, str(path), "--spec", str(spec)]) == 0
+        captured = capsys.readouterr()
+        assert captured.err.count("\n") == 1 and f"byte {whole} (3 bytes)" in captured.err
+        assert "completed after 2 turns" in captured.out or "valid journal" in captured.out
+    assert path.stat().st_size == whole + 3, "reading a journal never writes to it"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda data: data[:40] + bytes([data[40] ^ 1]) + data[41:], r"byte 22: damaged record"),
+        (lambda data: data[:18] + b"\x09\x00\x00\x00" + data[22:], "byte 18: written by a newer"),
+    ],
+    ids=["damaged", "newer"],
+)
+def test_a_journal_that_cannot_be_read_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, message: str
+) -> None:
+    path, spec = _demo_journal(tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    for command in ("show", "validate"):
+        assert cli.main([command, str(path), "--spec", str(spec)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and re.search(message, err), err
+
+
+def test_a_spec_that_is_no_loop_spec_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, spec = _demo_journal(tmp_path)
+    spec.write_text('{"tools": 3}')
+    assert cli.main(["show", str(path), "--spec", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{spec}: not a LoopSpec" in err
+
+
+def test_a_spec_keeps_its_stop_conditions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run stopped after its first turn by a condition of its spec: without the condition
+    the replay would wait for a model call the journal never answers."""
+    spec = LoopSpec(tools=(ToolSpec("lookup"),), stop_when=(TurnCountIs(1),))
+    loop = Loop(spec)
+    [ask] = loop.start("hi", 0.0)
+    reply = ModelResponse([ToolCall("c1", "lookup", {})], ModelStop.tool_use)
+    [run] = loop.send(ModelReplied(ask.id, reply, now=1.0))
+    loop.send(ToolReturned(run.id, "ok", now=2.0))
+    path, spec_file = tmp_path / "run.journal", tmp_path / "spec.json"
+    with Journal(path) as journal:
+        for event in loop.state.events:
+            journal.append(event)
+    spec_file.write_bytes(msgspec.json.encode(spec))
+    assert cli.main(["show", str(path), "--spec", str(spec_file)]) == 0
+    assert "stop_condition" in capsys.readouterr().out
