@@ -59,14 +59,27 @@ def _read(path: str) -> bytes:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
-def _spec(path: str | None) -> LoopSpec:
-    """The spec given with `--spec` (a `LoopSpec` as JSON), or the default one."""
-    if path is None:
+def _spec(given: str | None) -> LoopSpec:
+    """The spec given with `--spec`: a file holding a `LoopSpec` as JSON, or where one lives in
+    code as "module:attribute" (imported from the current folder, as `python -m` would);
+    without one, the default spec."""
+    if given is None:
         return LoopSpec()
+    if not Path(given).exists() and ":" in given:
+        module, _, name = given.partition(":")
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's own modules
+        try:
+            found = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise UsageError(f"cannot import the spec {given}: {e}") from None
+        if not isinstance(found, LoopSpec):
+            raise UsageError(f"{given}: not a LoopSpec but a {type(found).__name__}")
+        return found
     try:
-        return msgspec.json.decode(_read(path), type=LoopSpec)
+        return msgspec.json.decode(_read(given), type=LoopSpec)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise UsageError(f"{path}: not a LoopSpec: {e}") from None
+        raise UsageError(f"{given}: not a LoopSpec: {e}") from None
 
 
 def _load(path: str, spec: str | None, data: bytes | None = None) -> tuple[Loop, int | None]:
@@ -261,14 +274,14 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="turnstile", description="Run and inspect agent loops.")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="answer the weather question offline").set_defaults(fn=_demo)
-    spec = {"metavar": "SPEC", "help": "the run's LoopSpec as JSON (needed for runs with tools)"}
+    spec_help = 'the run\'s LoopSpec, as a JSON file or "module:attribute" (runs with tools)'
     show = sub.add_parser("show", help="print a dumped state or a journal as a transcript")
     show.add_argument("state", metavar="STATE|JOURNAL")
-    show.add_argument("--spec", **spec)
+    show.add_argument("--spec", metavar="SPEC", help=spec_help)
     show.set_defaults(fn=_show)
     check = sub.add_parser("validate", help="check a trace, a dumped state or a journal")
     check.add_argument("path", metavar="TRACE|STATE|JOURNAL")
-    check.add_argument("--spec", **spec)
+    check.add_argument("--spec", metavar="SPEC", help=spec_help)
     check.set_defaults(fn=_validate)
     draw = sub.add_parser("diagram", help="draw the loop's state machine")
     draw.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
@@ -49,3 +52,20 @@ def test_the_testing_snippet_is_the_example_s_own_test() -> None:
     test = snippet.split("\n\n\n", 2)[-1]
     example = Path(__file__).parent.parent / "examples" / "weather_agent" / "test_agent.py"
     assert test.strip() in example.read_text()
+
+
+def test_the_crash_and_resume_recipe_pays_no_invoice_twice(tmp_path: Path) -> None:
+    """The recipe of "Durable runs", as written: a kill -9 mid-run, a second process resumes
+    from the journal, every invoice is paid at most once and the run completes."""
+    section = README.split("## Durable runs", 1)[1]
+    recipe = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    script = recipe.replace("/tmp/", f"{tmp_path}/").replace("python ", f"{sys.executable} ")
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["sh", "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "completed" in done.stdout and "interrupted" in done.stdout
+    paid = [line.split()[1] for line in (tmp_path / "payments.log").read_text().splitlines()]
+    assert len(paid) == len(set(paid)) and 3 <= len(paid) <= 6, paid

@@ -288,3 +288,18 @@ def test_a_spec_keeps_its_stop_conditions(
     spec_file.write_bytes(msgspec.json.encode(spec))
     assert cli.main(["show", str(path), "--spec", str(spec_file)]) == 0
     assert "stop_condition" in capsys.readouterr().out
+
+
+def test_a_spec_can_be_named_where_it_lives_in_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = _demo_journal(tmp_path)
+    assert cli.main(["validate", str(path), "--spec", "turnstile.executors._demo:SPEC"]) == 2
+    assert "cannot import the spec" in capsys.readouterr().err
+    assert cli.main(["validate", str(path), "--spec", "turnstile.executors._demo:demo_spec"]) == 2
+    assert "not a LoopSpec but a function" in capsys.readouterr().err
+    assert cli.main(["validate", str(path), "--spec", "tests.executors.test_cli:DEMO_SPEC"]) == 0
+    assert "valid journal" in capsys.readouterr().out
+
+
+DEMO_SPEC = demo_spec()
