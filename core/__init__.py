@@ -24,10 +24,16 @@ from ._loop import estimate_tokens as estimate_tokens
 from ._machine import dot as dot
 from ._machine import mermaid as mermaid
 from ._messages import AssistantMessage as AssistantMessage
+from ._messages import Audio as Audio
+from ._messages import Document as Document
+from ._messages import Image as Image
+from ._messages import Instructions as Instructions
 from ._messages import Message as Message
 from ._messages import ModelResponse as ModelResponse
 from ._messages import ModelStop as ModelStop
+from ._messages import Opaque as Opaque
 from ._messages import Part as Part
+from ._messages import ResultPart as ResultPart
 from ._messages import Text as Text
 from ._messages import Thinking as Thinking
 from ._messages import ToolCall as ToolCall
@@ -35,6 +41,7 @@ from ._messages import ToolResult as ToolResult
 from ._messages import ToolResults as ToolResults
 from ._messages import Usage as Usage
 from ._messages import UserMessage as UserMessage
+from ._messages import UserPart as UserPart
 from ._messages import text_of as text_of
 from ._observations import Approved as Approved
 from ._observations import Cancel as Cancel
@@ -49,6 +56,11 @@ from ._observations import Started as Started
 from ._observations import Tick as Tick
 from ._observations import ToolReturned as ToolReturned
 from ._observations import ToolStarted as ToolStarted
+from ._request import CachePolicy as CachePolicy
+from ._request import OutputFormat as OutputFormat
+from ._request import ServerTool as ServerTool
+from ._request import ToolChoice as ToolChoice
+from ._request import UseTool as UseTool
 from ._spec import HasToolCall as HasToolCall
 from ._spec import LoopSpec as LoopSpec
 from ._spec import StepCountIs as StepCountIs

@@ -22,7 +22,7 @@ import msgspec
 
 from ._errors import HistoryProblem, InvalidHistory, InvalidObservation
 from ._history import history_problems
-from ._messages import AssistantMessage, Message, UserMessage
+from ._messages import AssistantMessage, Message, Text, UserMessage
 from ._observations import (
     Approved,
     Cancelled,
@@ -72,8 +72,9 @@ def checked(obs: Observation, after: float | None) -> Observation:
 def started(
     prompt: str | Sequence[Message], now: float, after: float | None, ledger: list[Message]
 ) -> Started:
-    """The `Started` event of `prompt` (a str, or messages ending on the user's side), checked
-    as `checked` checks an observation, and as the continuation of `ledger`."""
+    """The `Started` event of `prompt` (a str, or messages ending on the user's side, or on a
+    reply of text only for the model to go on from: a prefill), checked as `checked` checks an
+    observation, and as the continuation of `ledger`."""
     if isinstance(prompt, str):
         given: list[Message] = [UserMessage(prompt)]
     elif isinstance(prompt, Sequence):
@@ -86,11 +87,16 @@ def started(
     problems = history_problems([*ledger, *messages])
     if not messages:
         problems.append(HistoryProblem(0, None, "no messages to start from"))
-    elif type(messages[-1]) is AssistantMessage:
+    elif type(messages[-1]) is AssistantMessage and not _prefill(messages[-1]):
         problems.append(HistoryProblem(len(messages) - 1, None, "ends with the model's reply"))
     if problems:
         raise InvalidHistory(problems)
     return event
+
+
+def _prefill(message: AssistantMessage) -> bool:
+    """The start of the reply, written for the model to go on from: text only."""
+    return bool(message.content) and all(type(p) is Text for p in message.content)
 
 
 def _plain(obs: ToolReturned) -> bool:
@@ -139,7 +145,10 @@ def _rebuilt(obs: Observation, data: dict[str, Any]) -> Observation:
         raise InvalidObservation("not a finite number", path=bad)
     repaired = _repaired(data)
     if type(obs) is ToolReturned and repaired["content"] != data["content"]:
-        repaired["content"] += REPAIRED
+        if isinstance(repaired["content"], str):
+            repaired["content"] += REPAIRED
+        else:
+            repaired["content"].append({"type": "text", "text": REPAIRED.lstrip("\n")})
     try:
         return msgspec.convert(repaired, type(obs))
     except msgspec.ValidationError as e:

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from ._messages import Message
+from ._request import CachePolicy, OutputFormat, ServerTool, ToolChoice
 from ._tools import ToolSpec
 
 
@@ -41,6 +42,7 @@ class StopReason(enum.StrEnum):
     refusal = "refusal"
     requires_action = "requires_action"
     cancelled = "cancelled"
+    invalid_output = "invalid_output"
 
 
 class Purpose(enum.StrEnum):
@@ -48,14 +50,25 @@ class Purpose(enum.StrEnum):
     finalize = "finalize"
 
 
-class ModelRequest(msgspec.Struct, frozen=True, gc=False):
-    """Everything one model call needs, in neutral form; providers encode it for the wire."""
+class ModelRequest(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """Everything one model call needs, in neutral form; providers encode it for the wire.
+
+    `tool_choice`: whether the model may, must or may not call tools. `server_tools`: tools the
+    provider runs, each for its format. `cache`: the caching policy (None: none), `cache_key`
+    the conversation's key for providers that take one. `output`: the answer's shape, for a
+    format's native structured output.
+    """
 
     system: str | None
     messages: Sequence[Message]
     tools: Sequence[ToolSpec]
     max_tokens: int
     purpose: Purpose = Purpose.turn
+    tool_choice: ToolChoice = "auto"
+    server_tools: Sequence[ServerTool] = ()
+    cache: CachePolicy | None = None
+    cache_key: str | None = None
+    output: OutputFormat | None = None
 
 
 class Command(msgspec.Struct, frozen=True, gc=False, tag_field="type", forbid_unknown_fields=True):
@@ -88,7 +101,8 @@ class AwaitApproval(Command, frozen=True, tag="await_approval"):
 
 
 class Finish(Command, frozen=True, tag="finish"):
-    """The run is over. `output`: the final text, or the finish tool's arguments."""
+    """The run is over. `output`: the final text, the finish tool's arguments, or the answer
+    as `LoopSpec.output` types it."""
 
     reason: StopReason
     output: Any = None

@@ -27,13 +27,20 @@ import msgspec
 from ._commands import StopReason
 from ._messages import (
     AssistantMessage,
+    Audio,
+    Document,
+    Image,
+    Instructions,
     Message,
+    Opaque,
     Part,
+    ResultPart,
     Text,
     Thinking,
     ToolCall,
     ToolResults,
     UserMessage,
+    UserPart,
 )
 from ._state import LoopState
 
@@ -52,7 +59,8 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     own retries after a first failed attempt, apart from any retries inside the SDK; the n-th
     waits `retry_backoff_s * 2**n` (at most `retry_backoff_max_s`) less a random half, and never
     less than the provider's `retry-after`. Time spent waiting only for a human's approval does
-    not count towards `deadline_s`.
+    not count towards `deadline_s`. `max_output_retries`: how many times a final answer that
+    fails `LoopSpec.output` goes back to the model before the run stops with `invalid_output`.
     """
 
     max_turns: int | None = 50
@@ -63,6 +71,7 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     max_stalled_rounds: int | None = 3
     max_failed_rounds: int | None = 3
     max_model_retries: int = 2
+    max_output_retries: int = 2
     finalize: bool = True
     finalize_prompt: str = DEFAULT_FINALIZE_PROMPT
     retry_backoff_s: float = 1.0
@@ -75,8 +84,10 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"Guards.{name} must be 1 or more, or None")
-        if self.max_model_retries < 0 or self.reserve_tokens < 0:
-            raise ValueError("Guards.max_model_retries and reserve_tokens cannot be negative")
+        if min(self.max_model_retries, self.max_output_retries, self.reserve_tokens) < 0:
+            raise ValueError(
+                "Guards.max_model_retries, max_output_retries and reserve_tokens cannot be negative"
+            )
         if not 0 <= self.retry_backoff_s <= self.retry_backoff_max_s < math.inf:
             raise ValueError("Guards.retry_backoff_s and retry_backoff_max_s: 0 <= base <= max")
 
@@ -98,24 +109,52 @@ def estimate_tokens(text: str) -> int:
     return (size + 2) // 3
 
 
-def part_tokens(parts: Iterable[Part]) -> int:
+IMAGE_TOKENS = 1_600
+"""An image's estimate: what the providers charge for one of about 1,100 × 1,100 pixels."""
+PDF_BYTES_PER_TOKEN = 40
+"""A PDF's estimate: its pages are read as text and as images, about 3,000 tokens a 120 KB page."""
+AUDIO_BYTES_PER_TOKEN = 1_000
+"""Audio's estimate: 16 kHz 16-bit sound is 32 KB a second, which OpenAI counts as ~32 tokens."""
+
+
+def _media_tokens(p: Image | Document | Audio) -> int:
+    if type(p) is Image:
+        return IMAGE_TOKENS
+    if p.data is None:  # known only by reference: count it as a page
+        return IMAGE_TOKENS
+    if type(p) is Audio:
+        return len(p.data) // AUDIO_BYTES_PER_TOKEN + 1
+    if (p.media_type or "").startswith("text/"):
+        return (len(p.data) + 2) // 3
+    return max(IMAGE_TOKENS, len(p.data) // PDF_BYTES_PER_TOKEN)
+
+
+def part_tokens(parts: str | Iterable[Part | UserPart | ResultPart]) -> int:
+    if isinstance(parts, str):
+        return estimate_tokens(parts)
     total = 0
     for p in parts:
         if type(p) is Text or type(p) is Thinking:
             total += estimate_tokens(p.text)
         elif type(p) is ToolCall:
             total += estimate_tokens(p.raw_arguments or canonical.encode(p.arguments).decode())
+        elif type(p) is Opaque:
+            total += estimate_tokens(canonical.encode(p.data).decode())
+        else:
+            total += _media_tokens(p)  # type: ignore[arg-type]
     return total
 
 
 def message_tokens(message: Message) -> int:
     match message:
         case UserMessage(content=content):
-            return estimate_tokens(content)
+            return part_tokens(content)
         case AssistantMessage(content=parts):
             return part_tokens(parts)
         case ToolResults(results=results):
-            return sum(estimate_tokens(r.content) for r in results)
+            return sum(part_tokens(r.content) for r in results)
+        case Instructions(text=text):
+            return estimate_tokens(text)
     raise TypeError(f"not a message: {message!r}")
 
 

@@ -10,7 +10,14 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from ._errors import HistoryProblem, InvalidHistory
-from ._messages import AssistantMessage, Message, ToolCall, ToolResults, UserMessage
+from ._messages import (
+    AssistantMessage,
+    Instructions,
+    Message,
+    ToolCall,
+    ToolResults,
+    UserMessage,
+)
 
 
 class History(Sequence[Message]):
@@ -74,6 +81,8 @@ def history_problems(
     of that reply; a reply's call ids are unique. Two replies in a row are a paused reply and its
     continuation (providers send them as one turn), so only the second may call tools.
     `allow_pending` lets the last reply's calls still wait for results (a round in flight).
+    `Instructions` may come anywhere but between a reply's calls and their results; the rules
+    look through them.
     """
     problems: list[HistoryProblem] = []
     add = problems.append
@@ -112,6 +121,10 @@ def history_problems(
                 if call_id not in answered:
                     add(HistoryProblem(i, call_id, "tool call has no result"))
             open_calls = []
+        elif type(message) is Instructions:
+            if not message.text:
+                add(HistoryProblem(i, None, "instructions are empty"))
+            continue  # the rules look through it
         else:
             add(HistoryProblem(i, None, f"not a message: {type(message).__name__}"))
         previous = message

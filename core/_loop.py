@@ -13,6 +13,7 @@ __all__ = ["Loop"]
 from collections.abc import Sequence
 from typing import Any
 
+from ._ask import cache_key, request
 from ._boundary import checked, started
 from ._commands import (
     AwaitApproval,
@@ -26,7 +27,6 @@ from ._commands import (
 )
 from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
-from ._history import History
 from ._machine import TABLE
 from ._messages import (
     AssistantMessage,
@@ -52,6 +52,7 @@ from ._observations import (
     ToolReturned,
     ToolStarted,
 )
+from ._output import OUTPUT_TOOL, Output, answered, typed
 from ._round import ASKED as _ASKED
 from ._round import BUSY as _BUSY
 from ._round import REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
@@ -87,13 +88,19 @@ class Loop:
     matches nothing outstanding raises `ProtocolError` and leaves the state untouched.
     """
 
-    __slots__ = ("_checks", "_finishers", "_late", "_moves", "_now", "_tools", "spec", "state")
+    __slots__ = (
+        *("_checks", "_finishers", "_key", "_late", "_moves", "_now", "_output", "_tools"),
+        *("_offered", "spec", "state"),
+    )
 
     def __init__(self, spec: LoopSpec, state: LoopState | None = None) -> None:
         self.spec = spec
         self.state = state if state is not None else LoopState()
-        self._tools = {t.name: t for t in spec.tools}
-        self._finishers = frozenset(t.name for t in spec.tools if t.finish)
+        out = self._output = None if spec.output is None else Output(spec.output, spec.output_mode)
+        self._offered = spec.tools if out is None or out.tool is None else (*spec.tools, out.tool)
+        self._tools = {t.name: t for t in self._offered}
+        self._finishers = frozenset(t.name for t in self._offered if t.finish)
+        self._key: str | None = spec.cache.key
         self._checks = Checks(spec.guards)
         # the step under way: the table's moves for its event, and whether it came past the
         # deadline (time enters a step once, with its observation)
@@ -130,7 +137,7 @@ class Loop:
         (after `load` or `replay`) must carry out again."""
         st = self.state
         if st.phase == "done":
-            return [Finish(st.stop_reason, st.output)]
+            return [Finish(st.stop_reason, typed(self._output, st.stop_reason, st.output))]
         commands: list[Command] = []
         if st.pending_model is not None:
             commands.append(CallModel(st.pending_model, self._request(), st.retry_at))
@@ -264,8 +271,14 @@ class Loop:
             return self._start_round(calls, reused)
         if stop is ModelStop.pause:
             return self._next_turn()
-        reason = StopReason.max_tokens if stop is ModelStop.max_tokens else StopReason.completed
-        return self._finish(reason, text_of(response.content))
+        if stop is ModelStop.max_tokens:
+            return self._finish(StopReason.max_tokens, text_of(content))
+        if self._output is None:
+            return self._finish(StopReason.completed, text_of(content))
+        answer, problem = self._output.check_reply(text_of(content))
+        if problem is None:
+            return self._finish(StopReason.completed, answer)
+        return self._wrong_answer(UserMessage(problem))
 
     def _on_returned(self, obs: ToolReturned) -> list[Command]:
         st = self.state
@@ -368,7 +381,7 @@ class Loop:
             elif spec is None or not call.complete or call.raw_arguments is not None:
                 resolve(p, call_problem(call, tools))
             elif spec.finish:
-                p.status, p.result = _DONE, ToolResult(call.id, "finished")
+                p.status, p.result = _DONE, answered(self._output, call, st)
             else:
                 again = self._checks.repeated(st.call_counts, call)
                 if again is not None and repeated is None:
@@ -414,7 +427,7 @@ class Loop:
             assert r is not None
             results.append(r)
             digest.append((call.name, call.arguments, r.content, r.is_error))
-            tokens += estimate_tokens(r.content)
+            tokens += part_tokens(r.content)
             failed = failed and r.is_error
             if finish is None and not r.is_error and call.name in self._finishers:
                 finish = call
@@ -422,7 +435,12 @@ class Loop:
         st.round = []
         st.context_tokens += tokens
         if finish is not None:
-            return self._finish(StopReason.finish_tool, finish.arguments)
+            answer = finish.arguments
+            if finish.name == OUTPUT_TOOL and self._output is not None:
+                answer = self._output.check(answer)[0]
+            return self._finish(StopReason.finish_tool, answer)
+        if st.output_retries > self.spec.guards.max_output_retries:
+            return self._finish(StopReason.invalid_output, None)
         self._checks.record_round(st, digest, failed)
         return self._next_turn()
 
@@ -460,11 +478,19 @@ class Loop:
         return [CallModel(command_id, self._request(), not_before)]
 
     def _request(self) -> ModelRequest:
-        st, spec = self.state, self.spec
-        if st.phase == "finalizing":  # no tools: the answer must come from what is known
-            return ModelRequest(spec.system, History(st.messages), (), spec.max_tokens, _FINAL)
-        history = History(st.messages, len(st.messages))
-        return ModelRequest(spec.system, history, spec.tools, spec.max_tokens)
+        if self._key is None and self.spec.cache.enabled:
+            self._key = cache_key(self.state.events)
+        return request(self.spec, self.state, self._offered, self._output, self._key)
+
+    def _wrong_answer(self, problem: UserMessage) -> list[Command]:
+        """A reply that ended without a valid answer: tell the model, or give up past the
+        retries allowed."""
+        st = self.state
+        st.output_retries += 1
+        if st.output_retries > self.spec.guards.max_output_retries:
+            return self._finish(StopReason.invalid_output, None)
+        st.messages.append(problem)
+        return self._next_turn()
 
     def _finish(self, reason: StopReason, output: Any) -> list[Command]:
         st = self.state
@@ -472,4 +498,4 @@ class Loop:
         st.output = output
         st.pending_model = st.retry_at = None
         st.phase = self._moves["finish"]
-        return [Finish(reason, output)]
+        return [Finish(reason, typed(self._output, reason, output))]

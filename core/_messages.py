@@ -12,10 +12,16 @@ from __future__ import annotations
 
 __all__ = [
     "AssistantMessage",
+    "Audio",
+    "Document",
+    "Image",
+    "Instructions",
     "Message",
     "ModelResponse",
     "ModelStop",
+    "Opaque",
     "Part",
+    "ResultPart",
     "Text",
     "Thinking",
     "ToolCall",
@@ -23,11 +29,13 @@ __all__ = [
     "ToolResults",
     "Usage",
     "UserMessage",
+    "UserPart",
     "text_of",
 ]
 
 import enum
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import msgspec
 
@@ -64,17 +72,86 @@ class ToolCall(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="t
     provider_data: Any = None
 
 
+def _one_source(part: Image | Document) -> None:
+    """A media part comes from exactly one place; inline data says what it is."""
+    sources = sum(x is not None for x in (part.data, part.url, part.file_id))
+    if sources != 1:
+        raise ValueError(f"{type(part).__name__.lower()}: give one of data, url, file_id")
+    if part.data is not None and not part.media_type:
+        raise ValueError(f"{type(part).__name__.lower()}: inline data needs its media_type")
+
+
+class Image(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="image"):
+    """An image shown to the model: inline `data` with its `media_type` (image/png...), a
+    `url`, or a `file_id` the provider holds. `detail` is OpenAI's resolution hint."""
+
+    media_type: str | None = None
+    data: bytes | None = None
+    url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+    provider_data: Any = None
+
+    def __post_init__(self) -> None:
+        _one_source(self)
+
+
+class Document(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="document"):
+    """A document (PDF, plain text...): inline `data` with its `media_type`, a `url`, or a
+    provider's `file_id`; `name` is its file name, `title` what the model is told it is."""
+
+    media_type: str | None = None
+    data: bytes | None = None
+    url: str | None = None
+    file_id: str | None = None
+    name: str | None = None
+    title: str | None = None
+    provider_data: Any = None
+
+    def __post_init__(self) -> None:
+        _one_source(self)
+
+
+class Audio(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="audio"):
+    """Sound for the model to hear: inline `data` and its `media_type` (audio/wav, audio/mpeg)."""
+
+    data: bytes
+    media_type: str
+    provider_data: Any = None
+
+
+class Opaque(msgspec.Struct, frozen=True, gc=False, tag="opaque"):
+    """A block or item of one wire `format` ("anthropic_messages", "openai_chat",
+    "openai_responses") with no neutral form (a server tool's call or result, a type newer than
+    the codec): kept verbatim and sent back as it came, in that format only."""
+
+    format: str
+    data: dict[str, Any]
+
+
+UserPart = Text | Image | Document | Audio | Opaque
+"""What a user message may hold."""
+
+ResultPart = Text | Image | Document | Opaque
+"""What a tool result may hold."""
+
+
 class ToolResult(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="tool_result"):
+    """The result of the call `call_id`: text, or parts (a tool may return images)."""
+
     call_id: str
-    content: str
+    content: str | list[ResultPart]
     is_error: bool = False
 
 
-Part = Text | Thinking | ToolCall
+Part = Text | Thinking | ToolCall | Opaque
+"""What a reply may hold."""
 
 
 class UserMessage(msgspec.Struct, frozen=True, gc=False, tag="user"):
-    content: str
+    """What the user said: text, or parts (text, images, documents, audio)."""
+
+    content: str | list[UserPart]
 
 
 class AssistantMessage(msgspec.Struct, frozen=True, gc=False, tag="assistant"):
@@ -87,7 +164,15 @@ class ToolResults(msgspec.Struct, frozen=True, gc=False, tag="tool_results"):
     results: list[ToolResult]
 
 
-Message = UserMessage | AssistantMessage | ToolResults
+class Instructions(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag="instructions"):
+    """Instructions given in the middle of a conversation, as a system message (`developer`:
+    OpenAI's name for it with reasoning models); a format without them refuses to send one."""
+
+    text: str
+    role: Literal["system", "developer"] = "system"
+
+
+Message = UserMessage | AssistantMessage | ToolResults | Instructions
 
 
 class Usage(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
@@ -134,6 +219,8 @@ class ModelResponse(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     raw_stop: str | None = None
 
 
-def text_of(parts: list[Part]) -> str:
-    """The visible text of a reply: its `Text` parts joined."""
+def text_of(parts: str | Sequence[Part | UserPart]) -> str:
+    """The visible text of a reply (or a user message, a result): its `Text` parts joined."""
+    if isinstance(parts, str):
+        return parts
     return "".join(p.text for p in parts if type(p) is Text)

@@ -23,7 +23,7 @@ __all__ = [
 
 import msgspec
 
-from ._messages import Message, ModelResponse
+from ._messages import Message, ModelResponse, ResultPart
 
 
 class Observation(
@@ -56,8 +56,10 @@ class ModelFailed(Observation, frozen=True, omit_defaults=True, tag="model_faile
 
 
 class ToolReturned(Observation, frozen=True, tag="tool_returned"):
+    """The call `call_id` returned: text, or parts (a tool may return images, documents)."""
+
     call_id: str
-    content: str
+    content: str | list[ResultPart]
     is_error: bool = False
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 __all__ = ["HasToolCall", "LoopSpec", "StepCountIs", "TextContains", "TurnCountIs"]
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from ._guards import Guards
 from ._messages import AssistantMessage, ToolCall, text_of
+from ._request import CachePolicy, ServerTool
 from ._state import LoopState
 from ._tools import ToolSpec
 
@@ -70,6 +71,13 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     `stop_when` takes the built-in conditions or any pure predicate of the state; they are checked
     after each turn's results are written. Decoded from JSON, the built-in ones come back as
     themselves (a predicate that is code cannot be shipped).
+
+    `server_tools` run at the provider, each for its format. `cache`: prompt caching, on by
+    default. `output`: the type of the final answer (a msgspec Struct, a dataclass, any type
+    msgspec converts to; like a predicate, code): the model gives it by calling the
+    `final_answer` tool (`output_mode="tool"`) or, where the format has one, through its native
+    structured output (`"native"`); an answer that does not convert goes back to the model,
+    `Guards.max_output_retries` times, and `Finish.output` is the typed value.
     """
 
     system: str | None = None
@@ -77,6 +85,10 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     guards: Guards = Guards()
     stop_when: tuple[Any, ...] = ()
     max_tokens: int = 4096
+    server_tools: tuple[ServerTool, ...] = ()
+    cache: CachePolicy = CachePolicy()
+    output: Any = None
+    output_mode: Literal["tool", "native"] = "tool"
 
     def __post_init__(self) -> None:
         if any(type(c) is dict for c in self.stop_when):  # decoded: the field's type is `Any`

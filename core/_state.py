@@ -75,6 +75,7 @@ class LoopState(msgspec.Struct, kw_only=True):
     call_counts: dict[str, int] = msgspec.field(default_factory=dict)
     round_digests: list[str] = msgspec.field(default_factory=list)
     failed_rounds: int = 0
+    output_retries: int = 0  # answers that failed `LoopSpec.output`
     stop_reason: StopReason = StopReason.unknown
     output: Any = None
     events: list[Event] = msgspec.field(default_factory=list)
@@ -93,6 +94,7 @@ def new_run(st: LoopState) -> None:
     st.call_counts = {}
     st.round_digests = []
     st.failed_rounds = 0
+    st.output_retries = 0
     st.stop_reason = StopReason.unknown
     st.output = None
 

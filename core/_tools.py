@@ -16,7 +16,10 @@ from typing import Any, NamedTuple, get_type_hints, overload
 
 import msgspec
 
-from ._messages import ToolCall
+from ._messages import Document, Image, Opaque, ResultPart, Text, ToolCall
+
+_MEDIA = (Image, Document)
+_PARTS = (Text, Image, Document, Opaque)
 
 _json = msgspec.json.Encoder()
 
@@ -32,7 +35,8 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     never overlap each other. `finish`: calling it ends the run, its arguments being the output.
     `needs_approval`: a human must approve each call first. `timeout_s`: for executors.
     `replay_safe`: running it twice does no harm, so a call a crash interrupted may run again;
-    otherwise the model is told it may or may not have taken effect.
+    otherwise the model is told it may or may not have taken effect. `strict`: the provider
+    holds the model's arguments to the schema exactly (None: the format's default).
     """
 
     name: str
@@ -44,6 +48,7 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     needs_approval: bool = False
     timeout_s: float | None = None
     replay_safe: bool = False
+    strict: bool | None = None
 
 
 class ToolContext(msgspec.Struct, frozen=True):
@@ -55,7 +60,9 @@ class ToolContext(msgspec.Struct, frozen=True):
 
 
 class ToolOutcome(NamedTuple):
-    content: str
+    """What a run of a tool gives the model: text, or parts (images, documents, text)."""
+
+    content: str | list[ResultPart]
     is_error: bool = False
 
 
@@ -95,8 +102,19 @@ def _schema(args_type: type[msgspec.Struct]) -> dict[str, Any]:
     return schema
 
 
-def render(value: Any) -> str:
-    """A tool's return value as the text the model reads: str as is, anything else as JSON."""
+def render(value: Any) -> str | list[ResultPart]:
+    """A tool's return value as the model reads it: str as is; an image, a document or a list
+    holding one as parts (other items of the list as text); anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, _MEDIA):
+        return [value]
+    if isinstance(value, list) and any(isinstance(v, _MEDIA) for v in value):
+        return [v if isinstance(v, _PARTS) else Text(render_text(v)) for v in value]
+    return _json.encode(value).decode()
+
+
+def render_text(value: Any) -> str:
     return value if isinstance(value, str) else _json.encode(value).decode()
 
 
@@ -181,6 +199,7 @@ def tool(
     needs_approval: bool = False,
     timeout_s: float | None = None,
     replay_safe: bool = False,
+    strict: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -194,6 +213,7 @@ def tool(
     needs_approval: bool = False,
     timeout_s: float | None = None,
     replay_safe: bool = False,
+    strict: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a `Tool`; its docstring is the description.
 
@@ -213,6 +233,7 @@ def tool(
             needs_approval=needs_approval,
             timeout_s=timeout_s,
             replay_safe=replay_safe,
+            strict=strict,
         )
         return Tool(fn, spec)
 

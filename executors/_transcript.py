@@ -5,16 +5,19 @@ from __future__ import annotations
 __all__ = ["transcript"]
 
 import json
+from collections.abc import Sequence
 
 from turnstile.core import (
     Approved,
     AssistantMessage,
     Cancelled,
     Denied,
+    Instructions,
     LoopState,
     Message,
     ModelFailed,
     ModelReplied,
+    Opaque,
     Started,
     Text,
     Thinking,
@@ -22,6 +25,7 @@ from turnstile.core import (
     ToolResults,
     Usage,
     UserMessage,
+    UserPart,
 )
 
 
@@ -42,10 +46,31 @@ def _args(arguments: dict[str, object]) -> str:
     return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
-def _block(prefix: str, text: str) -> list[str]:
+def _shown(content: str | Sequence[UserPart]) -> str:
+    """Text as it is; parts as their text, and a bracketed line for each of the others."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.text if type(p) is Text else _media(p) for p in content)
+
+
+def _media(part: UserPart) -> str:
+    if type(part) is Opaque:
+        return f"[{part.format} {part.data.get('type', 'block')}]"
+    kind = type(part).__name__.lower()
+    data = getattr(part, "data", None)
+    where = (
+        f"{len(data):,} bytes"
+        if data is not None
+        else getattr(part, "url", None) or getattr(part, "file_id", None)
+    )
+    media = getattr(part, "media_type", None)
+    return f"[{kind}{' ' + media if media else ''}, {where}]"
+
+
+def _block(prefix: str, text: str | Sequence[UserPart]) -> list[str]:
     """`prefix` and `text`, each further line of the text indented two past the prefix's own
     indentation, so that it cannot be read as a line of its own."""
-    first, *rest = text.split("\n")
+    first, *rest = _shown(text).split("\n")
     indent = " " * (len(prefix) - len(prefix.lstrip(" ")) + 2)
     return [prefix + first, *(indent + line for line in rest)]
 
@@ -120,6 +145,8 @@ class _Ledger:
                             lines += _block("assistant: ", text)
                         case Thinking(text=text, redacted=redacted):
                             lines += _block("thinking: ", "[redacted]" if redacted else text)
+                        case Opaque():
+                            lines += _block("assistant: ", [part])
                         case ToolCall(id=call_id, name=name) as call:
                             self.names[call_id] = name
                             shown = call.raw_arguments or _args(call.arguments)
@@ -129,6 +156,8 @@ class _Ledger:
                 for result in results:
                     mark = "✗" if result.is_error else "←"
                     lines += _block(f"  {mark} {self.name(result.call_id)}: ", result.content)
+            case Instructions(text=text, role=role):
+                lines += _block(f"{role}: ", text)
 
     def name(self, call_id: str) -> str:
         return self.names.get(call_id, call_id)

@@ -7,4 +7,5 @@ from ._deltas import TextDelta as TextDelta
 from ._deltas import ThinkingDelta as ThinkingDelta
 from ._errors import DecodeError as DecodeError
 from ._errors import ProviderError as ProviderError
+from ._errors import UnsupportedContent as UnsupportedContent
 from ._optional import MissingExtra as MissingExtra

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DecodeError", "ProviderError"]
+__all__ = ["DecodeError", "ProviderError", "UnsupportedContent"]
 
 import math
 
@@ -44,3 +44,13 @@ class ProviderError(ModelError):
         super().__init__(
             f"{kind}: {message}", retryable=retryable, kind=kind, retry_after=retry_after
         )
+
+
+class UnsupportedContent(TurnstileError, ValueError):
+    """A request holds something its wire `format` cannot carry (`part`: what, e.g. "audio in a
+    tool result", "instructions mid-conversation"): refused, never silently dropped."""
+
+    def __init__(self, format: str, part: str) -> None:
+        self.format = format
+        self.part = part
+        super().__init__(f"{format} cannot carry {part}")

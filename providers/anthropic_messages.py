@@ -20,6 +20,7 @@ from turnstile.core import (
     ModelResponse,
     ModelStop,
     Part,
+    ResultPart,
     Text,
     Thinking,
     ToolCall,
@@ -28,12 +29,13 @@ from turnstile.core import (
     ToolSpec,
     Usage,
     UserMessage,
+    UserPart,
 )
 
 from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
-from ._errors import DecodeError, ProviderError
+from ._errors import DecodeError, ProviderError, UnsupportedContent
 from ._failures import error_failure
 from ._text import Pieces, heal
 from ._wire import (
@@ -58,6 +60,7 @@ _STOPS = {
     "model_context_window_exceeded": ModelStop.max_tokens,
 }
 _TRUNCATING = frozenset({"max_tokens", "model_context_window_exceeded"})
+FORMAT = "anthropic_messages"
 _EMPTY_ERROR = "(the tool failed without a message)"
 _ANY_OBJECT = {"type": "object"}
 
@@ -119,8 +122,8 @@ def _tools_called(history: Sequence[Message]) -> list[str]:
 def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
     for message in history:
         match message:
-            case UserMessage(content=text):
-                _append(wire, "user", text)
+            case UserMessage(content=content):
+                _append(wire, "user", content if isinstance(content, str) else _texts(content))
             case AssistantMessage(content=parts):
                 blocks = [b for b in map(_block, parts) if b is not None]
                 if blocks:
@@ -163,10 +166,20 @@ def _redacted_data(part: Thinking) -> str | None:
     return data if isinstance(data, str) else part.signature
 
 
+def _texts(parts: Sequence[UserPart | ResultPart]) -> list[dict[str, Any]]:
+    blocks = []
+    for part in parts:
+        if type(part) is not Text:
+            raise UnsupportedContent(FORMAT, f"{type(part).__name__.lower()} parts (yet)")
+        blocks.append({"type": "text", "text": part.text})
+    return blocks
+
+
 def _tool_result(result: ToolResult) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id}
-    if result.content or result.is_error:
-        block["content"] = result.content or _EMPTY_ERROR
+    content = result.content if isinstance(result.content, str) else _texts(result.content)
+    if content or result.is_error:
+        block["content"] = content or _EMPTY_ERROR
     if result.is_error:
         block["is_error"] = True
     return block

@@ -17,6 +17,7 @@ import socket
 import sys
 from typing import Any, NoReturn
 
+from msgspec.json import encode
 from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._confine import RESULT_FD, confine, plumb, rehearse
@@ -60,7 +61,8 @@ def _invoke(call: Call) -> Result:
         outcome = asyncio.run(t.ainvoke(call.arguments, context))
     else:
         outcome = t.invoke(call.arguments, context)
-    length = len(outcome.content.encode(errors="replace"))
+    content = outcome.content
+    length = len(content.encode(errors="replace") if isinstance(content, str) else encode(content))
     if length > call.limits.output_bytes:
         return Result(too_large_message(t.name, call.limits, length), True)
     return Result(outcome.content, outcome.is_error)

@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from turnstile.core import ToolOutcome
+from turnstile.core import ToolOutcome, text_of
 
 from ._limits import SandboxLimits
 from ._verdict import exit_message, killed_message, stray_message, too_large_message
@@ -136,7 +136,7 @@ class Exchange:
             return ToolOutcome(too_large_message(name, limits), True)
         if isinstance(self.result, Result):
             if self.done is not None and self.done.strays:
-                return ToolOutcome(stray_message(name, self.result.content), True)
+                return ToolOutcome(stray_message(name, text_of(self.result.content)), True)
             return ToolOutcome(self.result.content, self.result.is_error)
         if self.done is not None and self.done.wait_status is not None:
             return ToolOutcome(exit_message(name, self.done.wait_status, limits, self.output), True)

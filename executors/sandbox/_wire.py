@@ -29,6 +29,7 @@ import struct
 from typing import Any
 
 import msgspec
+from turnstile.core._messages import ResultPart
 from turnstile.core._tools import ToolSpec
 
 from ._layers import Layer
@@ -80,7 +81,7 @@ class Done(msgspec.Struct, tag="done", frozen=True):
 
 
 class Result(msgspec.Struct, tag="result", frozen=True):
-    content: str
+    content: str | list[ResultPart]
     is_error: bool
 
 

@@ -1,0 +1,106 @@
+"""The final answer's type (`LoopSpec.output`): the tool the model gives it with, the shape a
+format's native structured output is asked for, and the check of what the model gave, whose
+failure the model reads and can correct."""
+
+from __future__ import annotations
+
+__all__ = ["OUTPUT_TOOL", "Output", "answered", "typed"]
+
+import json
+from typing import Any
+
+import msgspec
+
+from ._commands import StopReason
+from ._messages import ToolCall, ToolResult
+from ._request import OutputFormat, ToolChoice
+from ._state import LoopState
+from ._tools import ToolSpec
+
+OUTPUT_TOOL = "final_answer"
+NO_ANSWER = f"Give your final answer by calling the {OUTPUT_TOOL} tool."
+
+
+def _object_schema(kind: Any) -> dict[str, Any]:
+    """`kind`'s JSON schema, its definitions inline under `$defs`: an object, as tools take."""
+    (ref,), defs = msgspec.json.schema_components([kind], ref_template="#/$defs/{name}")
+    schema = dict(defs.pop(ref["$ref"].rsplit("/", 1)[1])) if "$ref" in ref else dict(ref)
+    if schema.get("type") != "object":
+        raise ValueError(
+            f"LoopSpec.output must be an object type (a Struct, dataclass, TypedDict), not {kind!r}"
+        )
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+class Output:
+    """A spec's `output` type made ready: its tool or native format, and its check."""
+
+    __slots__ = ("format", "kind", "tool")
+
+    def __init__(self, kind: Any, mode: str) -> None:
+        self.kind = kind
+        schema = _object_schema(kind)
+        name = getattr(kind, "__name__", "answer")
+        self.tool: ToolSpec | None = None
+        self.format: OutputFormat | None = None
+        if mode == "tool":
+            self.tool = ToolSpec(
+                OUTPUT_TOOL, f"Give your final answer ({name}).", schema, finish=True, strict=True
+            )
+        else:
+            self.format = OutputFormat(name, schema)
+
+    @property
+    def tool_choice(self) -> ToolChoice:
+        """With an answer tool, every turn must call a tool: the answer comes by no other way."""
+        return "required" if self.tool is not None else "auto"
+
+    def typed(self, value: Any) -> Any:
+        """The answer the state holds (plain data) as the spec's type."""
+        return msgspec.convert(value, self.kind)
+
+    def check_reply(self, text: str) -> tuple[Any, str | None]:
+        """A reply that ended the turn with `text`: the answer, if it is the native answer."""
+        return (None, NO_ANSWER) if self.tool is not None else self.check(text)
+
+    def check(self, value: Any) -> tuple[Any, str | None]:
+        """`value` (the answer tool's arguments, or a native reply's text) as plain data that
+        converts to the type, or None and what is wrong with it, for the model to read."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError as e:
+                return None, f"the answer is not JSON ({e}); reply with the JSON object only."
+        try:
+            return msgspec.to_builtins(self.typed(value)), None
+        except msgspec.ValidationError as e:
+            return None, f"the answer does not fit its schema: {e}. Correct it and answer again."
+
+
+_ANSWERED = frozenset({StopReason.completed, StopReason.finish_tool})
+
+
+def answered(output: Output | None, call: ToolCall, st: LoopState) -> ToolResult:
+    """A finish tool's result: "finished", or, for an answer that fails `LoopSpec.output`,
+    what is wrong with it (counted in the state: past `max_output_retries` the run stops)."""
+    if call.name != OUTPUT_TOOL or output is None:
+        return ToolResult(call.id, "finished")
+    problem = output.check(call.arguments)[1]
+    if problem is None:
+        return ToolResult(call.id, "finished")
+    st.output_retries += 1
+    return ToolResult(call.id, problem, is_error=True)
+
+
+def typed(output: Output | None, reason: StopReason, value: Any) -> Any:
+    """What a `Finish` carries: an answer of `LoopSpec.output`'s type as that type."""
+    if output is None or value is None or reason not in _ANSWERED:
+        return value
+    try:
+        return output.typed(value)
+    except msgspec.ValidationError:  # a finish tool of the user's own, not the answer
+        return value
