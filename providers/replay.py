@@ -25,16 +25,21 @@ __all__ = [
     "spec_for",
 ]
 
+import importlib
 import json
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from turnstile.core import (
+    CachePolicy,
     Guards,
     LoopSpec,
+    Message,
     ModelResponse,
+    ResultPart,
+    ServerTool,
     ToolCall,
     ToolOutcome,
     ToolSpec,
@@ -62,15 +67,16 @@ CLIENTS: dict[str, type[WireClient]] = {  # a trace's `provider` -> the format's
 
 
 class _Output(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    content: str
+    content: str | list[ResultPart]
     is_error: bool = False
 
 
 class _Loop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A trace's `loop` section, checked."""
+    """A trace's `loop` section, checked. `output` names the answer's type where it lives in
+    code ("module:attribute"), since a type is not data."""
 
     model: str
-    prompt: str
+    prompt: str | list[Message]
     system: str | None = None
     stream: bool = False
     max_tokens: int = 4096
@@ -78,6 +84,10 @@ class _Loop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     tool_outputs: dict[str, _Output] = {}
     options: dict[str, Any] = {}
     guards: dict[str, Any] = {}
+    server_tools: list[ServerTool] = []
+    cache: CachePolicy = CachePolicy()
+    output: str | None = None
+    output_mode: Literal["tool", "native"] = "tool"
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -95,8 +105,8 @@ def _loop(trace: Trace) -> _Loop:
         raise TraceError(f"loop: {err}") from None
 
 
-def prompt_for(trace: Trace) -> str:
-    """The prompt the trace's loop started from."""
+def prompt_for(trace: Trace) -> str | list[Message]:
+    """The prompt the trace's loop started from: text, or messages."""
     return _loop(trace).prompt
 
 
@@ -108,8 +118,24 @@ def spec_for(trace: Trace) -> LoopSpec:
     except msgspec.ValidationError as err:
         raise TraceError(f"loop.guards: {err}") from None
     return LoopSpec(
-        system=loop.system, tools=tuple(loop.tools), guards=guards, max_tokens=loop.max_tokens
+        system=loop.system,
+        tools=tuple(loop.tools),
+        guards=guards,
+        max_tokens=loop.max_tokens,
+        server_tools=tuple(loop.server_tools),
+        cache=loop.cache,
+        output=None if loop.output is None else _imported(loop.output),
+        output_mode=loop.output_mode,
     )
+
+
+def _imported(where: str) -> Any:
+    """The object at "module:attribute"."""
+    module, _, name = where.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise TraceError(f"loop.output: cannot import {where!r}: {err}") from None
 
 
 def _key(name: str, arguments: dict[str, Any]) -> str:
