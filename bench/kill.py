@@ -15,7 +15,7 @@ Exit status 1 if any invariant breaks: the failures are printed, and the runs' f
 
 from __future__ import annotations
 
-__all__ = ["Report", "Tally", "campaign", "main"]
+__all__ = ["KINDS", "Report", "Tally", "campaign", "main"]
 
 import argparse
 import collections
