@@ -98,7 +98,7 @@ REPLAY_SAFE = frozenset(t.spec.name for t in TOOLS if t.spec.replay_safe)
 def spec() -> LoopSpec:
     """The run's spec: the guards that could end a run on interrupted calls (a round of them is
     a failed round) or on big results are off, so every run can complete."""
-    guards = Guards(context_window=None, max_failed_rounds=None, max_stalled_rounds=None)
+    guards = Guards(context_window=None, max_failed_rounds=None)
     return LoopSpec(tools=tuple(t.spec for t in TOOLS), guards=guards)
 
 
@@ -119,7 +119,8 @@ class Plan(NamedTuple):
 
 
 def plan(seed: int, side: str) -> Plan:
-    """3-5 turns of 2-4 calls each, naps of 1-12 ms; the same for the same seed."""
+    """3-5 turns of 2-4 calls each, naps of 1-12 ms, the model thinking 2-20 ms a reply; the
+    same for the same seed."""
     rng = random.Random(seed)
     turns = []
     for t in range(rng.randint(3, 5)):
@@ -131,8 +132,8 @@ def plan(seed: int, side: str) -> Plan:
             )
             for i in range(rng.randint(2, 4))
         ]
-        turns.append(Turn(calls, rng.randint(1, 10), rng.choice([0, 50, 5000])))
-    return Plan(turns, rng.randint(1, 10))
+        turns.append(Turn(calls, rng.randint(2, 20), rng.choice([0, 50, 5000])))
+    return Plan(turns, rng.randint(2, 20))
 
 
 class Agent:

@@ -5,7 +5,8 @@ promise: nothing lost, nothing that is not replay-safe run twice, every journal 
 A run is a process of `bench._kill_child` at a time: sync or trio, tools in-process or in a
 `Sandbox`, the journal's fsync policy "always", "batch" or "never" (a kill -9 loses nothing the
 OS was handed, so all three must hold). Each process is SIGKILLed after a random delay, from
-0 up to a whole run's length (measured first, per kind of run), or left to finish; the next
+0 up to the time the run still needs (a whole run's length, measured first and learnt as the
+campaign goes, times the share of its calls not yet answered), or left to finish; the next
 one resumes the run. The tools append their call ids to a side file, which counts how often
 each call really ran. The seed fixes every run's plan, kind and delays; where the kills land
 in a process still depends on the machine's timing.
@@ -28,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -36,6 +38,7 @@ from pathlib import Path
 
 from turnstile.core import (
     AssistantMessage,
+    Event,
     Loop,
     StopReason,
     ToolCall,
@@ -73,7 +76,7 @@ class Tally:
     reruns: int = 0  # replay-safe calls run again
     interrupted: int = 0
     torn: int = 0
-    unreadable: int = 0
+    unreadable: int = 0  # damaged, forgot or changed an event, or the loop refuses it
 
     def add(self, other: Tally) -> None:
         for field in dataclasses.fields(self):
@@ -146,28 +149,44 @@ class _Outcome:
     failures: list[str]
 
 
-def _read(path: Path, tally: Tally, failures: list[str], where: str) -> Loop | None:
-    """The loop the journal at `path` holds (None if it holds none), counting a torn tail and
-    naming any damage as a failure."""
-    if not path.exists():
-        return None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            events = Journal.read(path)
-        except CorruptJournal as e:
-            tally.unreadable += 1
-            failures.append(f"{where}: unreadable journal: {e}")
+class _Watch:
+    """What the campaign has seen of one run's journal: its events, which every later read must
+    begin with (a journal is only appended to), and the torn tail it last found (a process
+    killed before it cut the tail off leaves the same one to the next read)."""
+
+    def __init__(self, path: Path, tally: Tally, failures: list[str], where: str) -> None:
+        self.path, self.tally, self.failures, self.where = path, tally, failures, where
+        self.events: list[Event] = []
+        self.torn = ""
+
+    def read(self) -> Loop | None:
+        """The loop the journal holds (None if it holds none); damage, a journal that forgot
+        or changed an event, or one the loop refuses, is a failure."""
+        if not self.path.exists():
             return None
-    tally.torn += sum(issubclass(w.category, TornJournal) for w in caught)
-    if not events:
-        return None
-    try:
-        return Loop.replay(spec(), events)
-    except TurnstileError as e:
-        tally.unreadable += 1
-        failures.append(f"{where}: the loop refuses the journal: {e}")
-        return None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                events = Journal.read(self.path)
+            except CorruptJournal as e:
+                return self._fail(f"unreadable journal: {e}")
+        for warning in caught:
+            if issubclass(warning.category, TornJournal) and str(warning.message) != self.torn:
+                self.torn = str(warning.message)
+                self.tally.torn += 1
+        if events[: len(self.events)] != self.events:
+            return self._fail(f"the journal lost or changed events: {len(events)} now")
+        self.events = events
+        if not events:
+            return None
+        try:
+            return Loop.replay(spec(), events)
+        except TurnstileError as e:
+            return self._fail(f"the loop refuses the journal: {e}")
+
+    def _fail(self, failure: str) -> None:
+        self.tally.unreadable += 1
+        self.failures.append(f"{self.where}: {failure}")
 
 
 def _phase(loop: Loop | None) -> str:
@@ -233,7 +252,7 @@ def _ready(proc: subprocess.Popen[str]) -> float | None:
 
 
 def _one_run(
-    index: int, seed: int, length: dict[str, float], folder: Path, sandbox_every: int
+    index: int, seed: int, lengths: _Lengths, folder: Path, sandbox_every: int
 ) -> _Outcome:
     """Run `index` of the campaign: kill it, resume it, until a process finishes it; then check
     its journal and side file."""
@@ -247,17 +266,18 @@ def _one_run(
     plan_seed = rng.randrange(2**32)
     planned = plan(plan_seed, str(side)).calls
     tally, phases, failures = Tally(runs=1), collections.Counter[str](), list[str]()
+    watch = _Watch(journal, tally, failures, where)
     processes = 0
     while True:
-        loop = _read(journal, tally, failures, where)
+        loop = watch.read()
         if failures:
             return _Outcome(kind, policy, tally, phases, failures)
         if processes:
             phases[_phase(loop)] += 1
         prompt = loop is None or rng.random() < 0.5
-        delay = None
+        delay, left = None, _left(loop, len(planned))
         if tally.kills < MAX_KILLS and _phase(loop) != "the run done" and rng.random() >= SPARE:
-            delay = rng.uniform(0, length[kind] * _left(loop, len(planned)))
+            delay = rng.uniform(0, lengths[kind, policy] * left)
         proc = _child(journal, side, plan_seed, kind, policy, prompt)
         processes += 1
         ready = _ready(proc)
@@ -278,23 +298,19 @@ def _one_run(
                 f"{where}: process {processes} exited {proc.returncode}, said {out!r}: {err}"
             )
             return _Outcome(kind, policy, tally, phases, failures)
+        if _phase(loop) != "the run done":
+            lengths.learn((kind, policy), time.monotonic() - ready, left)
         break
     tally.finished = 1
     tally.resumed_twice = int(processes >= 3)
-    _check(journal, side, planned, tally, failures, where)
+    _check(watch, side, planned)
     return _Outcome(kind, policy, tally, phases, failures)
 
 
-def _check(
-    journal: Path,
-    side: Path,
-    planned: dict[str, str],
-    tally: Tally,
-    failures: list[str],
-    where: str,
-) -> None:
+def _check(watch: _Watch, side: Path, planned: dict[str, str]) -> None:
     """The finished run against its plan and its side file."""
-    loop = _read(journal, tally, failures, where)
+    tally, failures, where = watch.tally, watch.failures, watch.where
+    loop = watch.read()
     if loop is None:
         failures.append(f"{where}: the journal of a finished run holds no run")
         return
@@ -346,21 +362,35 @@ def _check(
             failures.append(f"{where}: {call_id} ({name}) has a result but never ran")
 
 
-def _lengths(folder: Path) -> dict[str, float]:
-    """How long a whole run of each kind takes, unkilled, from `ready` to its end (with
-    fsync="always", the slowest policy)."""
-    lengths = {}
-    for kind in KINDS:
+class _Lengths:
+    """How long a whole run of each kind and fsync policy takes, from `ready` to its end: at
+    first as measured for its kind, then learnt from each process left to finish (the load of
+    a shared machine comes and goes, and fsync costs differ by policy)."""
+
+    def __init__(self, folder: Path) -> None:
+        measured = {kind: self._measure(folder, kind) for kind in KINDS}
+        self.seconds = {(k, p): measured[k] for k in KINDS for p in POLICIES}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: tuple[str, str]) -> float:
+        return self.seconds[key]
+
+    def learn(self, key: tuple[str, str], seconds: float, left: float) -> None:
+        """A process finished in `seconds` the `left` share of a run."""
+        with self._lock:
+            self.seconds[key] = 0.7 * self.seconds[key] + 0.3 * seconds / left
+
+    @staticmethod
+    def _measure(folder: Path, kind: str) -> float:
         journal, side = folder / f"{kind}.journal", folder / f"{kind}.side"
         side.touch()
         side.chmod(0o666)
-        proc = _child(journal, side, 0, kind, "always", True)
+        proc = _child(journal, side, 0, kind, "batch", True)
         ready = _ready(proc)
         out = _finish(proc)
         if ready is None or out is None or proc.returncode != 0:
             raise RuntimeError(f"a whole {kind} run did not finish: {out!r}")
-        lengths[kind] = time.monotonic() - ready
-    return lengths
+        return time.monotonic() - ready
 
 
 def campaign(
@@ -381,8 +411,11 @@ def campaign(
     folder = Path(tempfile.mkdtemp(prefix="turnstile-kill-")) if folder is None else folder
     folder.chmod(0o755)  # a sandboxed call may run as a user of its own
     (folder / "lengths").mkdir()
-    lengths = _lengths(folder / "lengths")
-    log("whole runs take " + ", ".join(f"{k} {s * 1000:.0f} ms" for k, s in lengths.items()))
+    lengths = _Lengths(folder / "lengths")
+    shown = ", ".join(
+        f"{k} {s * 1000:.0f} ms" for (k, p), s in lengths.seconds.items() if p == "batch"
+    )
+    log(f"whole runs take {shown}")
     landed, index = 0, 0
     with ThreadPoolExecutor(workers) as pool:
         running: set[Future[_Outcome]] = set()
@@ -399,6 +432,8 @@ def campaign(
                 report.failures += outcome.failures
                 landed += outcome.tally.kills
     report.seconds = time.monotonic() - started
+    shown = ", ".join(f"{k} {p} {s * 1000:.0f} ms" for (k, p), s in lengths.seconds.items())
+    log(f"whole runs took at the end {shown}")
     if own and report.ok:
         shutil.rmtree(folder)
     elif not report.ok:
