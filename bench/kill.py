@@ -85,6 +85,8 @@ class Tally:
 
 @dataclasses.dataclass
 class Report:
+    """A campaign's tallies by kind of run, where its kills landed, and what broke."""
+
     seed: int
     seconds: float = 0.0
     tallies: dict[str, Tally] = dataclasses.field(
@@ -142,6 +144,8 @@ class Report:
 
 @dataclasses.dataclass
 class _Outcome:
+    """One run's share of the report."""
+
     kind: str
     policy: str
     tally: Tally
