@@ -55,7 +55,7 @@ from ._observations import (
 from ._output import OUTPUT_TOOL, Output, answered, typed
 from ._round import ASKED as _ASKED
 from ._round import BUSY as _BUSY
-from ._round import REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
+from ._round import INTERRUPTED, REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
 from ._spec import LoopSpec
 from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state, new_run
 from ._tools import call_problem
@@ -428,7 +428,7 @@ class Loop:
             results.append(r)
             digest.append((call.name, call.arguments, r.content, r.is_error))
             tokens += part_tokens(r.content)
-            failed = failed and r.is_error
+            failed = failed and r.is_error and r.content != INTERRUPTED  # a crash is no failure
             if finish is None and not r.is_error and call.name in self._finishers:
                 finish = call
         st.messages.append(ToolResults(results))

@@ -8,9 +8,13 @@ from turnstile.core import (
     AwaitApproval,
     CallModel,
     Loop,
+    ModelReplied,
+    ModelResponse,
+    ModelStop,
     ProtocolError,
     Resumed,
     RunTool,
+    ToolCall,
     ToolContext,
     ToolReturned,
     ToolSpec,
@@ -131,3 +135,21 @@ def test_a_run_tool_command_is_what_the_executor_marks_started() -> None:
     assert d.loop.outstanding_ids() == {"p"}
     d.send(ToolStarted("p", now=d.now))
     assert d.loop.outstanding_ids() == {"p"}
+
+
+def test_crashes_are_not_tool_failures_for_the_failed_rounds_guard() -> None:
+    """Three crashes, each interrupting a round of calls that are not replay-safe, leave three
+    rounds of error results: the tools did not fail, the process did, and the run goes on."""
+    loop = Loop(SPEC)
+    [ask] = loop.start("pay three bills", 0.0)
+    now = 1.0
+    for n in range(4):
+        reply = ModelResponse([ToolCall(f"p{n}", "pay", {"n": n})], ModelStop.tool_use)
+        [run] = loop.send(ModelReplied(ask.id, reply, now=now))
+        loop.send(ToolStarted(run.id, now=now + 0.1))
+        loop = Loop.load(SPEC, loop.dump())  # the process dies mid-call
+        [ask] = loop.send(Resumed(now=now + 0.2))
+        assert type(ask) is CallModel, f"after crash {n + 1}: {ask}"
+        now += 1.0
+    assert loop.state.failed_rounds == 0
+    validate_history(loop.state.messages)
