@@ -21,7 +21,6 @@ from ._commands import (
     Command,
     Finish,
     ModelRequest,
-    Purpose,
     RunTool,
     StopReason,
 )
@@ -77,7 +76,6 @@ _ENDS = {  # a reply that ends the run whatever it holds
     ModelStop.requires_action: StopReason.requires_action,
 }
 _DEADLINE = "the run's deadline passed"
-_FINAL = Purpose.finalize
 
 
 class Loop:
