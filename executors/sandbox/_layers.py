@@ -16,6 +16,7 @@ LAYERS: tuple[str, ...] = (
     "pid_namespace",
     "mount_namespace",
     "network_namespace",
+    "socket_families",
     "scrubbed_env",
     "rlimits",
     "no_new_privs",
