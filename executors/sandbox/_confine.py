@@ -82,7 +82,9 @@ def _no_new_privs(call: Call) -> str:
 
 
 def _landlock(call: Call) -> str:
-    writable = [call.workdir, *call.limits.writable_paths, os.devnull]
+    # the call's own shared memory and message queues (those of its IPC namespace, if any)
+    private = ["/dev/shm", "/dev/mqueue"] if "private_root" in call.layers else []
+    writable = [call.workdir, *call.limits.writable_paths, os.devnull, *private]
     return landlock.restrict(writable, network=call.limits.network)
 
 

@@ -16,6 +16,8 @@ LAYERS: tuple[str, ...] = (
     "pid_namespace",
     "mount_namespace",
     "network_namespace",
+    "ipc_namespace",
+    "private_root",
     "socket_families",
     "scrubbed_env",
     "rlimits",
