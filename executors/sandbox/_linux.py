@@ -56,6 +56,7 @@ _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = 0o2000000
 _MOVE_MOUNT_F_EMPTY_PATH = 4
 _AT_FDCWD = -100
+_AT_EMPTY_PATH = 0x1000
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
 _MOUNT_ATTR_NOSUID = 0x2
@@ -139,14 +140,19 @@ class _MountAttr(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in ("set", "clear", "propagation", "userns")]
 
 
+def _set_attributes(fd: int, path: str, flags: int, attributes: int) -> None:
+    """mount_setattr: set `attributes` on the mount at `path` (from `fd`) and those below it."""
+    attr = _MountAttr(attributes, 0, 0, 0)
+    size = ctypes.c_size_t(ctypes.sizeof(attr))
+    every = ctypes.c_uint(flags | _AT_RECURSIVE)
+    result = libc.syscall(_MOUNT_SETATTR, fd, path.encode(), every, ctypes.byref(attr), size)
+    _check(result, f"mount_setattr {path}")
+
+
 def read_only(target: str) -> None:
     """Make the mount at `target` and those below it read-only, nosuid and nodev."""
-    attr = _MountAttr(_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, 0, 0, 0)
-    where = target.encode()
-    size = ctypes.c_size_t(ctypes.sizeof(attr))
-    flags = ctypes.c_uint(_AT_RECURSIVE)
-    result = libc.syscall(_MOUNT_SETATTR, _AT_FDCWD, where, flags, ctypes.byref(attr), size)
-    _check(result, f"mount_setattr {target}")
+    attributes = _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV
+    _set_attributes(_AT_FDCWD, target, 0, attributes)
 
 
 def mount_tmpfs(target: str, options: str = "mode=0755,size=1m") -> None:
@@ -171,25 +177,22 @@ def pivot_root_here() -> None:
     os.chdir("/")
 
 
-def clone_tree(namespace: int, source: str) -> int:
-    """A detached copy of the mounts at `source` as mount namespace `namespace` (a descriptor)
-    sees it, for `attach`; the current process goes back to its own namespace."""
-    own = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+def clone_tree(namespace: int, own: int, source: str) -> int:
+    """A detached copy of the mounts at `source` as mount namespace `namespace` sees it, for
+    `attach`; the current process then goes back to its `own` (both are descriptors)."""
+    setns(namespace, CLONE_NEWNS)
     try:
-        setns(namespace, CLONE_NEWNS)
-        try:
-            flags = ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
-            tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, source.encode(), flags)
-            _check(tree, f"open_tree {source}")
-        finally:
-            setns(own, CLONE_NEWNS)
+        flags = ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
+        tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, source.encode(), flags)
+        _check(tree, f"open_tree {source}")
     finally:
-        os.close(own)
+        setns(own, CLONE_NEWNS)
     return int(tree)
 
 
 def attach(tree: int, target: str) -> None:
-    """Mount `tree` (from `clone_tree`) on `target`."""
+    """Mount `tree` (from `clone_tree`) on `target`, nosuid and nodev."""
+    _set_attributes(tree, "", _AT_EMPTY_PATH, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV)
     flags = ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)
     _check(libc.syscall(_MOVE_MOUNT, tree, b"", _AT_FDCWD, target.encode(), flags), "move_mount")
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 __all__ = ["interpreter_paths", "needed_paths", "private_ipc", "reveal", "show", "unreadable"]
 
-import contextlib
 import os
 import stat
 import sys
@@ -149,29 +148,32 @@ def _place(root: str, path: str) -> str:
 
 
 def _mountpoint(path: str, directory: bool) -> None:
-    if directory:
-        os.makedirs(path, exist_ok=True)
-    elif not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        open(path, "x").close()
-
-
-@contextlib.contextmanager
-def _umask(mask: int) -> Iterator[None]:
-    """Directories made for the call's root are for everyone to enter, whatever the umask."""
-    old = os.umask(mask)
+    """An empty directory or file to mount on at `path` (its parents made as needed), unless
+    there is one already."""
     try:
-        yield
-    finally:
-        os.umask(old)
+        if directory:
+            os.mkdir(path)
+        else:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC))
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _mountpoint(path, directory)
 
 
-def _host_namespace() -> int:
-    """A handle on the launcher's mount namespace (the host's), found while the host's /proc
-    is still mounted."""
+def _namespaces() -> tuple[int, int]:
+    """Handles on the launcher's mount namespace (the host's) and on this one, opened while
+    the host's /proc is still mounted."""
     with open("/proc/self/stat", "rb") as f:
         launcher = int(f.read().rsplit(b")", 1)[1].split()[1])
-    return os.open(f"/proc/{launcher}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    host = os.open(f"/proc/{launcher}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    return host, os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
+_own_namespace = -1
+"""The handle `reveal` opens on the call's mount namespace, which the tool process it forks
+inherits: `show` returns there from the host's."""
 
 
 def _build(root: str, needed: Iterable[str]) -> None:
@@ -199,29 +201,35 @@ def reveal(needed: Iterable[str]) -> dict[str, int]:
     """Build the call's root, holding the `needed` host paths read-only, and make it this mount
     namespace's root (its /proc is still to be mounted). Returns {"/": a handle on the host's
     mount namespace}, through which `show` binds the call's own paths in when it comes."""
-    host = _host_namespace()
+    global _own_namespace
+    host, _own_namespace = _namespaces()
+    umask = os.umask(0o022)  # the directories made are for everyone to enter
     try:
-        with _umask(0o022):
-            _build(_BUILD_AT, needed)
+        _build(_BUILD_AT, needed)
         os.chdir(_BUILD_AT)
         pivot_root_here()
     except BaseException:
         os.close(host)
         raise
+    finally:
+        os.umask(umask)
     return {"/": host}
 
 
 def show(paths: Iterable[str], covers: dict[str, int]) -> None:
     """Bind each of `paths` (the call's work dir, its writable paths) in read-write, as the
     host sees it, through the handle `reveal` left in `covers`."""
-    with _umask(0o022):
+    umask = os.umask(0o022)
+    try:
         for path in paths:
-            tree = clone_tree(covers["/"], path)
+            tree = clone_tree(covers["/"], _own_namespace, path)
             try:
                 _mountpoint(path, stat.S_ISDIR(os.fstat(tree).st_mode))
                 attach(tree, path)
             finally:
                 os.close(tree)
+    finally:
+        os.umask(umask)
 
 
 def private_ipc(rooted: bool) -> str:
