@@ -82,9 +82,9 @@ def _no_new_privs(call: Call) -> str:
 
 
 def _landlock(call: Call) -> str:
-    # the call's own shared memory and message queues (those of its IPC namespace, if any)
-    private = ["/dev/shm", "/dev/mqueue"] if "private_root" in call.layers else []
-    writable = [call.workdir, *call.limits.writable_paths, os.devnull, *private]
+    writable = [call.workdir, *call.limits.writable_paths, os.devnull]
+    if "private_root" in call.layers and not call.probe:  # (a probe tries every layer)
+        writable += ["/dev/shm", "/dev/mqueue"]  # the call's own, in its own root
     return landlock.restrict(writable, network=call.limits.network)
 
 
