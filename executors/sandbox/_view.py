@@ -33,6 +33,7 @@ from ._linux import (
     unshare,
 )
 
+# the system's programs and libraries, and the dynamic loader's cache of where they are
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache")
 _ETC = ("/etc/localtime",)
 _NETWORK_ETC = (
@@ -85,10 +86,11 @@ def _links_out(directory: str) -> Iterator[str]:
         for entry in entries:
             if entry.is_symlink():
                 real = os.path.realpath(entry.path)
-                if not real.startswith(directory.rstrip("/") + "/"):
-                    package = os.path.dirname(real)
-                    init = os.path.join(package, "__init__.py")
-                    yield package if os.path.exists(init) else real
+                package = real if os.path.isdir(real) else os.path.dirname(real)
+                if real.startswith(directory.rstrip("/") + "/"):
+                    continue
+                init = os.path.join(package, "__init__.py")
+                yield package if os.path.exists(init) else real
             elif entry.is_dir():
                 yield from _links_out(entry.path)
 
