@@ -87,7 +87,7 @@ def test_a_host_posix_queue_cannot_be_read(box: Sandbox) -> None:
 def test_a_queue_left_by_one_call_is_gone_for_the_next_and_never_on_the_host(
     box: Sandbox,
 ) -> None:
-    needs("ipc_namespace")
+    needs("ipc_namespace", "private_root")  # Landlock lets a call write only its own queues
     name = f"/turnstile-left-{uuid.uuid4().hex}"
     try:
         assert box.run("leaves_message", {"name": name, "text": "for the next"}) == ("ok", False)
@@ -114,16 +114,24 @@ def test_host_files_in_shared_memory_and_tmp_are_not_there(box: Sandbox, world: 
 
 
 _PROJECT = """
-import json, sys
+import json, os, sys
 sys.path.insert(1, sys.argv[1])
 from tests.executors import escape_tools as e
 from turnstile.executors.sandbox import Sandbox
 paths = sys.argv[2:]
 control = e.reads.invoke({"paths": paths})
-with Sandbox([e.reads]) as box:
+with Sandbox([e.reads, "agent:lists"]) as box:
     boxed = box.run("reads", {"paths": paths})
-print(json.dumps([json.loads(control.content), boxed.content, boxed.is_error]))
+    seen = box.run("lists", {"path": os.getcwd()})
+print(json.dumps([json.loads(control.content), boxed.content, boxed.is_error, seen.content]))
 """
+_AGENT = '''
+import os
+
+def lists(path: str) -> list[str]:
+    """What the call sees in `path`."""
+    return sorted(os.listdir(path))
+'''
 
 
 def test_a_project_dir_on_sys_path_and_home_show_only_the_tools_modules(
@@ -132,6 +140,7 @@ def test_a_project_dir_on_sys_path_and_home_show_only_the_tools_modules(
     needs("private_root")
     project = tmp_path / "app"  # below a directory others may not enter, like /root/app
     project.mkdir()
+    (project / "agent.py").write_text(_AGENT)  # a tool's module of the project's own
     for where in (project / ".env", world / ".netrc", ROOT / f".canary-{uuid.uuid4().hex}"):
         where.write_text("SECRET=host")
         where.chmod(0o644)
@@ -149,9 +158,10 @@ def test_a_project_dir_on_sys_path_and_home_show_only_the_tools_modules(
         )
     finally:
         canary.unlink()
-    control, boxed, is_error = json.loads(host.stdout)
-    assert control[str(project / ".env")] == "SECRET=host"  # the call's module is found there
+    control, boxed, is_error, seen = json.loads(host.stdout)
+    assert control[str(project / ".env")] == "SECRET=host"
     assert not is_error and set(json.loads(boxed).values()) == {"FileNotFoundError"}
+    assert json.loads(seen) == ["agent.py"]  # of the project dir, only the tool's module
 
 
 def test_host_files_cannot_be_touched_locked_or_tagged(box: Sandbox, world: Path) -> None:
