@@ -95,40 +95,21 @@ def _links_out(directory: str) -> Iterator[str]:
                 yield from _links_out(entry.path)
 
 
+def _outside(path: str, tops: Iterable[str]) -> bool:
+    return not any(path == top or path.startswith(top.rstrip("/") + "/") for top in tops)
+
+
 def _outermost(paths: Iterable[str]) -> list[str]:
     kept: list[str] = []
     for path in sorted(set(paths)):
-        if not any(path.startswith(k.rstrip("/") + "/") for k in kept):
+        if _outside(path, kept):
             kept.append(path)
     return kept
 
 
-def needed_paths(
-    modules: Iterable[str] = (), paths: Iterable[str] = (), *, network: bool = False
-) -> tuple[str, ...]:
-    """The host paths a call's root holds: the system's and the interpreter's (see the module's
-    docstring), the packages of `modules` and of `turnstile.core` (which tools import), and
-    `paths` (the writable ones: bound read-only ahead, read-write in the call). With `network`,
-    the resolver's and TLS's files of /etc too."""
-    project = list(_packages(["turnstile.core", *modules]))
-    links = [link for p in project if os.path.isdir(p) for link in _links_out(p)]
-    etc = [*_ETC, *(_NETWORK_ETC if network else ())]
-    every = [*_SYSTEM, *_installed(), *etc, *project, *links, *paths]
-    return tuple(_outermost(os.path.abspath(p) for p in every if os.path.lexists(p)))
-
-
-def unreadable(paths: Iterable[str]) -> str | None:
-    """The first of `paths` the current user cannot read, if any."""
-    for path in paths:
-        mode = os.R_OK | (os.X_OK if os.path.isdir(path) else 0)
-        if not os.access(path, mode):
-            return path
-    return None
-
-
-def _place(root: str, path: str) -> str:
-    """Recreate in `root` each symlink on the way to `path` as the host has it; returns the
-    real path it leads to."""
+def _resolve(path: str, links: dict[str, str]) -> str:
+    """The real path `path` leads to; each symlink met on the way goes into `links` (its
+    location and its target, as written)."""
     parts = path.strip("/").split("/")
     current = "/"
     hops = 0
@@ -140,13 +121,38 @@ def _place(root: str, path: str) -> str:
         hops += 1
         if hops > 40:
             raise OSError(f"too many symlinks on the way to {path}")
-        link = os.readlink(step)
-        if not os.path.lexists(root + step):
-            os.makedirs(root + current, exist_ok=True)
-            os.symlink(link, root + step)
-        parts = os.path.normpath(os.path.join(current, link)).strip("/").split("/") + parts
+        links[step] = os.readlink(step)
+        parts = os.path.normpath(os.path.join(current, links[step])).strip("/").split("/") + parts
         current = "/"
     return current
+
+
+def needed_paths(
+    modules: Iterable[str] = (), paths: Iterable[str] = (), *, network: bool = False
+) -> tuple[str, ...]:
+    """What a call's root holds of the host: the system's and the interpreter's paths (see the
+    module's docstring), the packages of `modules` and of `turnstile.core` (which tools
+    import), and `paths` (the writable ones: bound read-only ahead, read-write in the call);
+    with `network`, the resolver's and TLS's files of /etc too. Each as the real path to bind,
+    or as "link\0target" for a symlink on the way to one (found here, once per sandbox, not
+    in every call's tree)."""
+    project = list(_packages(["turnstile.core", *modules]))
+    links_out = [link for p in project if os.path.isdir(p) for link in _links_out(p)]
+    etc = [*_ETC, *(_NETWORK_ETC if network else ())]
+    every = [*_SYSTEM, *_installed(), *etc, *project, *links_out, *paths]
+    links: dict[str, str] = {}
+    binds = _outermost(_resolve(os.path.abspath(p), links) for p in every if os.path.lexists(p))
+    made = [f"{path}\0{target}" for path, target in sorted(links.items()) if _outside(path, binds)]
+    return (*binds, *made)
+
+
+def unreadable(paths: Iterable[str]) -> str | None:
+    """The first of `paths` the current user cannot read, if any."""
+    for path in paths:
+        mode = os.R_OK | (os.X_OK if os.path.isdir(path) else 0)
+        if not os.access(path, mode):
+            return path
+    return None
 
 
 def _mountpoint(path: str, directory: bool) -> None:
@@ -167,8 +173,11 @@ def _mountpoint(path: str, directory: bool) -> None:
 def _namespaces() -> tuple[int, int]:
     """Handles on the launcher's mount namespace (the host's) and on this one, opened while
     the host's /proc is still mounted."""
-    with open("/proc/self/stat", "rb") as f:
-        launcher = int(f.read().rsplit(b")", 1)[1].split()[1])
+    fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        launcher = int(os.read(fd, 4096).rsplit(b")", 1)[1].split()[1])
+    finally:
+        os.close(fd)
     host = os.open(f"/proc/{launcher}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     return host, os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
@@ -180,10 +189,15 @@ inherits: `show` returns there from the host's."""
 
 def _build(root: str, needed: Iterable[str]) -> None:
     mount_tmpfs(root)
-    for real in _outermost(_place(root, path) for path in needed):
-        _mountpoint(root + real, os.path.isdir(real))
-        bind(real, root + real)
-        read_only(root + real)
+    for entry in needed:
+        path, _, target = entry.partition("\0")
+        os.makedirs(os.path.dirname(root + path), exist_ok=True)
+        if target:
+            os.symlink(target, root + path)
+            continue
+        _mountpoint(root + path, os.path.isdir(path))
+        bind(path, root + path)
+        read_only(root + path)
     dev = root + "/dev"
     os.mkdir(dev)
     mount_tmpfs(dev, "mode=0755,size=64k")
@@ -200,8 +214,8 @@ def _build(root: str, needed: Iterable[str]) -> None:
 
 
 def reveal(needed: Iterable[str]) -> dict[str, int]:
-    """Build the call's root, holding the `needed` host paths read-only, and make it this mount
-    namespace's root (its /proc is still to be mounted). Returns {"/": a handle on the host's
+    """Build the call's root, holding what `needed_paths` found read-only, and make it this
+    mount namespace's root (its /proc is still to be mounted). Returns {"/": a handle on the host's
     mount namespace}, through which `show` binds the call's own paths in when it comes."""
     global _own_namespace
     host, _own_namespace = _namespaces()
