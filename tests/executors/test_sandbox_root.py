@@ -42,6 +42,15 @@ def box() -> Iterator[Sandbox]:
         yield sandbox
 
 
+NEW_LAYERS = ("ipc_namespace", "private_root", "socket_families")
+
+
+def test_the_new_layers_are_reported_and_can_be_required() -> None:
+    found = available_layers()
+    assert all(found[name].detail for name in NEW_LAYERS)
+    Sandbox([e.reads], require=[name for name in NEW_LAYERS if found[name].in_force]).close()
+
+
 def needs(*names: str) -> None:
     found = available_layers()
     missing = [f"{name}: {found[name].detail}" for name in names if not found[name].in_force]
