@@ -98,8 +98,8 @@ class Sandbox:
         self.layers: Mapping[str, Layer] = MappingProxyType(layers)
         self._applied = tuple(name for name, layer in layers.items() if layer.in_force)
         self._sys_path = host_sys_path()
-        modules = [r.module_file for r in self._tools.values() if r.module_file]
-        self._needed = needed_paths([*modules, *limits.writable_paths])
+        modules = [ref.path.partition(":")[0] for ref in self._tools.values()]
+        self._needed = needed_paths(modules, limits.writable_paths, network=limits.network)
         ahead = Prepare(self._applied, limits.network, self._needed)
         self._pool = Pool(self._sys_path, warm, ahead)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = ["serve"]
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -26,7 +27,7 @@ from ._limits import SandboxLimits
 from ._linux import set_parent_death_signal
 from ._refs import resolve
 from ._verdict import exception_hint, too_large_message
-from ._view import show
+from ._view import private_ipc, show
 from ._wire import Call, Message, Report, Result, frame, receive
 
 
@@ -99,26 +100,37 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _show_workdir(call: Call, covers: dict[str, int], layers: dict[str, Layer]) -> None:
-    """In the call's mount namespace (which shows what the call needs), show its work dir."""
+def _private_ipc(covers: dict[str, int]) -> Layer:
+    """Ahead of the call: an IPC namespace of the tool process's own (its init has none)."""
     try:
-        covered = show(call.workdir, covers)
+        return Layer(True, private_ipc(rooted="/" in covers))
     except OSError as e:
-        layers["mount_namespace"] = Layer(False, e.strerror or str(e))
-        return
-    if covered:
-        detail = f"{layers['mount_namespace'].detail}; {covered} hidden but for the work dir"
-        layers["mount_namespace"] = Layer(True, detail)
+        needs = " (needs root)" if e.errno == errno.EPERM else ""
+        return Layer(False, (e.strerror or str(e)) + needs)
+
+
+def _show_own_paths(call: Call, covers: dict[str, int]) -> Layer:
+    """Bind the call's work dir and writable paths into the root built for it, if any."""
+    if "/" not in covers:
+        return Layer(False, "needs mount_namespace")
+    try:
+        show([call.workdir, *call.limits.writable_paths], covers)
+    except OSError as e:
+        return Layer(False, e.strerror or str(e))
+    detail = "its own: the interpreter, its packages and the tools' modules read-only"
+    return Layer(True, f"{detail}, its work dir read-write; no other path")
 
 
 def serve(
     sock: socket.socket, made: dict[str, Layer], covers: dict[str, int], ahead: bool
 ) -> NoReturn:
     """Wait on `sock` for the call and its result and output pipes, confine this process (the
-    launcher and init recorded the layers they `made`, and the `covers` of its mount
-    namespace), then run the call or, for a probe, report the layers; exits, never returns.
+    launcher and init recorded the layers they `made`; `covers` holds the way to the host's
+    mount namespace if they built the call a root), then run the call or, for a probe, report
+    the layers; exits, never returns.
     Made `ahead` of its call, it rehearses while it waits."""
     set_parent_death_signal(signal.SIGKILL)
+    made = {**made, "ipc_namespace": _private_ipc(covers)}
     if ahead:
         with contextlib.suppress(Exception):  # it would only have saved time
             _rehearse()
@@ -132,8 +144,9 @@ def serve(
     me = os.getpid()
     code = 0
     try:
-        if layers.get("mount_namespace", Layer(False, "")).in_force:
-            _show_workdir(call, covers, layers)
+        root = _show_own_paths(call, covers)
+        if "private_root" in wanted:
+            layers["private_root"] = root
         plumb(result_fd, output_fd)  # closes the covers' handles too
         ready = all(layer.in_force for layer in layers.values())
         ready = confine(call, wanted, layers) and ready

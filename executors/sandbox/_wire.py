@@ -42,7 +42,7 @@ _HEADER = struct.Struct(">I")
 class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` as
     `uid`, applying `layers` (all of them, or the call fails); a probe tries every layer and
-    reports. `needed` are the paths the call must read (see `_view`)."""
+    reports. `needed` is what the call's root holds of the host (see `_view.needed_paths`)."""
 
     tool: str
     spec: ToolSpec
