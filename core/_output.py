@@ -36,6 +36,29 @@ def _object_schema(kind: Any) -> dict[str, Any]:
     return schema
 
 
+def _closed(schema: Any) -> bool:
+    """Whether every object in `schema` requires all its properties, as providers' strict modes
+    demand; if so, each is closed to others (`additionalProperties: false`, also demanded)."""
+    objects: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> bool:
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                if set(node.get("required", ())) != set(node.get("properties", {})):
+                    return False
+                objects.append(node)
+            return all(walk(v) for v in node.values())
+        if isinstance(node, list):
+            return all(walk(v) for v in node)
+        return True
+
+    if not walk(schema):
+        return False
+    for node in objects:
+        node.setdefault("additionalProperties", False)
+    return True
+
+
 class Output:
     """A spec's `output` type made ready: its tool or native format, and its check."""
 
@@ -47,12 +70,13 @@ class Output:
         name = getattr(kind, "__name__", "answer")
         self.tool: ToolSpec | None = None
         self.format: OutputFormat | None = None
+        strict = _closed(schema)
         if mode == "tool":
             self.tool = ToolSpec(
-                OUTPUT_TOOL, f"Give your final answer ({name}).", schema, finish=True, strict=True
+                OUTPUT_TOOL, f"Give your final answer ({name}).", schema, finish=True, strict=strict
             )
         else:
-            self.format = OutputFormat(name, schema)
+            self.format = OutputFormat(name, schema, strict=strict)
 
     @property
     def tool_choice(self) -> ToolChoice:

@@ -100,3 +100,19 @@ def test_the_loop_offers_the_tool_choice_it_decides() -> None:
     d.reply(call("s", "search"))
     [final] = d.result("s")
     assert final.request.purpose == "finalize" and final.request.tools == ()
+
+
+class Report(msgspec.Struct):
+    city: str
+    note: str | None = None  # optional: strict modes demand every property be required
+
+
+def test_strict_only_where_every_property_is_required_and_then_closed() -> None:
+    [ask] = Driver(spec(output=Weather)).start()
+    answer = ask.request.tools[-1]
+    assert answer.strict is True and answer.parameters["additionalProperties"] is False
+    [ask] = Driver(spec(output=Report)).start()
+    answer = ask.request.tools[-1]
+    assert answer.strict is False and "additionalProperties" not in answer.parameters
+    [ask] = Driver(spec(output=Report, output_mode="native")).start()
+    assert ask.request.output.strict is False
