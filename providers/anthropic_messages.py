@@ -9,16 +9,21 @@ from __future__ import annotations
 
 __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
+import base64
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from turnstile.core import (
     AssistantMessage,
+    Document,
+    Image,
+    Instructions,
     Message,
     ModelRequest,
     ModelResponse,
     ModelStop,
+    Opaque,
     Part,
     ResultPart,
     Text,
@@ -123,13 +128,17 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
     for message in history:
         match message:
             case UserMessage(content=content):
-                _append(wire, "user", content if isinstance(content, str) else _texts(content))
+                _append(wire, "user", content if isinstance(content, str) else _parts(content))
             case AssistantMessage(content=parts):
                 blocks = [b for b in map(_block, parts) if b is not None]
                 if blocks:
                     _append(wire, "assistant", blocks)
             case ToolResults(results=results):
                 _append(wire, "user", [_tool_result(r) for r in results])
+            case Instructions(text=text):
+                if not wire or wire[-1]["role"] != "user":
+                    raise UnsupportedContent(FORMAT, "instructions that do not follow a user turn")
+                _append(wire, "system", text)
             case _:
                 raise TypeError(f"not a message: {message!r}")
 
@@ -150,7 +159,8 @@ def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _block(part: Part) -> dict[str, Any] | None:
     match part:
         case Text(text=text) if text.strip():
-            return {"type": "text", "text": text}
+            citations = _citations(part)
+            return {"type": "text", "text": text, **({"citations": citations} if citations else {})}
         case Thinking(redacted=True):
             data = _redacted_data(part)
             return {"type": "redacted_thinking", "data": data} if data else None
@@ -158,7 +168,16 @@ def _block(part: Part) -> dict[str, Any] | None:
             return {"type": "thinking", "thinking": text, "signature": signature}
         case ToolCall(id=call_id, name=name, arguments=arguments):
             return {"type": "tool_use", "id": call_id, "name": name, "input": dict(arguments)}
+        case Opaque():
+            return _opaque(part)
     return None
+
+
+def _citations(part: Text) -> list[Any] | None:
+    """The citations a reply's text block came with (kept by `decode`), to send back."""
+    data = part.provider_data
+    citations = data.get("citations") if isinstance(data, dict) else None
+    return citations if isinstance(citations, list) else None
 
 
 def _redacted_data(part: Thinking) -> str | None:
@@ -166,18 +185,60 @@ def _redacted_data(part: Thinking) -> str | None:
     return data if isinstance(data, str) else part.signature
 
 
-def _texts(parts: Sequence[UserPart | ResultPart]) -> list[dict[str, Any]]:
+def _opaque(part: Opaque) -> dict[str, Any]:
+    if part.format != FORMAT:
+        raise UnsupportedContent(FORMAT, f"an {part.format} block ({part.data.get('type')!r})")
+    return part.data
+
+
+def _parts(parts: Sequence[UserPart | ResultPart]) -> list[dict[str, Any]]:
+    """The blocks of a user message or a tool result: text, images, documents, and blocks of this
+    format kept verbatim; anything else is refused (`UnsupportedContent`)."""
     blocks = []
     for part in parts:
-        if type(part) is not Text:
-            raise UnsupportedContent(FORMAT, f"{type(part).__name__.lower()} parts (yet)")
-        blocks.append({"type": "text", "text": part.text})
+        match part:
+            case Text(text=text):
+                blocks.append({"type": "text", "text": text})
+            case Image():
+                blocks.append({"type": "image", "source": _source(part, _IMAGE_TYPES)})
+            case Document(title=title, name=name):
+                block = {"type": "document", "source": _source(part, _DOCUMENT_TYPES)}
+                if title or name:  # the API has no file name: it is the title the model sees
+                    block["title"] = title or name
+                blocks.append(block)
+            case Opaque():
+                blocks.append(_opaque(part))
+            case _:
+                raise UnsupportedContent(FORMAT, type(part).__name__.lower())
     return blocks
+
+
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_DOCUMENT_TYPES = frozenset({"application/pdf", "text/plain"})
+
+
+def _source(part: Image | Document, types: frozenset[str]) -> dict[str, Any]:
+    """Where an image or a document comes from: inline (base64; a plain-text document as its
+    text), a URL, or a file of the Files API."""
+    kind = "an image" if type(part) is Image else "a document"
+    if part.media_type is not None and part.media_type not in types:
+        raise UnsupportedContent(FORMAT, f"{kind} of type {part.media_type}")
+    if part.url is not None:
+        return {"type": "url", "url": part.url}
+    if part.data is None:
+        return {"type": "file", "file_id": part.file_id}
+    if part.media_type == "text/plain":
+        try:
+            return {"type": "text", "media_type": "text/plain", "data": part.data.decode()}
+        except UnicodeDecodeError:
+            raise UnsupportedContent(FORMAT, "a text/plain document that is not UTF-8") from None
+    data = base64.b64encode(part.data).decode("ascii")
+    return {"type": "base64", "media_type": part.media_type, "data": data}
 
 
 def _tool_result(result: ToolResult) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id}
-    content = result.content if isinstance(result.content, str) else _texts(result.content)
+    content = result.content if isinstance(result.content, str) else _parts(result.content)
     if content or result.is_error:
         block["content"] = content or _EMPTY_ERROR
     if result.is_error:
