@@ -29,6 +29,7 @@ from turnstile.core import (
     Text,
     Thinking,
     ToolCall,
+    ToolChoice,
     ToolResult,
     ToolResults,
     ToolSpec,
@@ -47,6 +48,7 @@ from ._wire import (
     count,
     expect,
     field,
+    json_value,
     kept,
     optional,
     reply,
@@ -97,14 +99,21 @@ def encode(
     if request.system is not None:
         body["system"] = request.system
     body["messages"] = folded(_fold, request.messages, cache)
-    if request.tools:
-        body["tools"] = [_tool(spec) for spec in request.tools]
+    tools = [_tool(spec) for spec in request.tools]
+    tools += [t.definition for t in request.server_tools if t.format == FORMAT]
+    if tools:
+        body["tools"] = tools
     else:
         used = _tools_called(request.messages)
         if used:
             body["tools"] = [{"name": name, "input_schema": dict(_ANY_OBJECT)} for name in used]
             body["tool_choice"] = {"type": "none"}
     body.update(options)
+    if "tools" in body and request.tool_choice != "auto":
+        body["tool_choice"] = _tool_choice(request.tool_choice, options.get("tool_choice"))
+    if request.output is not None:
+        shape = {"type": "json_schema", "schema": request.output.schema}
+        body["output_config"] = {**options.get("output_config", {}), "format": shape}
     return body
 
 
@@ -113,7 +122,19 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     if spec.description:
         tool["description"] = spec.description
     tool["input_schema"] = spec.parameters
+    if spec.strict is not None:
+        tool["strict"] = spec.strict
     return tool
+
+
+def _tool_choice(choice: ToolChoice, given: Any) -> dict[str, Any]:
+    """The loop's choice, keeping a client-wide `disable_parallel_tool_use` where it applies."""
+    if choice == "none":
+        return {"type": "none"}
+    wire = {"type": "any"} if choice == "required" else {"type": "tool", "name": choice.name}
+    if isinstance(given, dict) and "disable_parallel_tool_use" in given:
+        wire["disable_parallel_tool_use"] = given["disable_parallel_tool_use"]
+    return wire
 
 
 def _tools_called(history: Sequence[Message]) -> list[str]:
@@ -276,20 +297,23 @@ def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
     raw_stop = field(body, "stop_reason", str, "")
     cut = raw_stop in _TRUNCATING
     last = len(blocks) - 1
-    parts = []
-    for i, block in enumerate(blocks):
-        part = _part(block, f"content[{i}]", streamed.get(i), cut and i == last)
-        if part is not None:
-            parts.append(part)
+    parts = [
+        _part(block, f"content[{i}]", streamed.get(i), cut and i == last)
+        for i, block in enumerate(blocks)
+    ]
     stop = _STOPS.get(raw_stop, ModelStop.other)
     usage = _usage(field(body, "usage", dict, ""))
     return reply(parts, stop, usage, None if raw_stop == stop.value else raw_stop)
 
 
-def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None:
+def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:
     kind = field(expect(block, dict, path), "type", str, path)
     if kind == "text":
-        return Text(field(block, "text", str, path))
+        text = field(block, "text", str, path)
+        citations = optional(block, "citations", list, path, [])
+        if not citations:
+            return Text(text)
+        return Text(text, provider_data={"citations": kept(citations, f"{path}.citations")})
     if kind == "thinking":
         signature = optional(block, "signature", str, path, "")
         return Thinking(field(block, "thinking", str, path), signature=signature or None)
@@ -298,7 +322,35 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None
         return Thinking("", redacted=True, provider_data={"data": data})
     if kind == "tool_use":
         return _tool_call(block, path, streamed, cut)
-    return None
+    return Opaque(FORMAT, kept(_unknown(block, kind, path), path))
+
+
+_CLIENT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
+
+
+def _unknown(block: dict[str, Any], kind: str, path: str) -> dict[str, Any]:
+    """A block of a type the codec does not know: a server tool's, or one newer than the codec,
+    unless its type is a misspelling of a client block's (within a quarter of its letters, at
+    most 4 edits: `tool_uze`, `txt`), which no API version sends: that is a broken reply."""
+    for known in _CLIENT_BLOCKS:
+        if _edits(kind.lower(), known) <= len(known) // 4:
+            raise DecodeError(f"{path}.type", f"{kind!r} is a misspelling of {known!r}")
+    return block
+
+
+def _edits(a: str, b: str) -> int:
+    """How many letters added, dropped, changed or swapped with the next turn `a` into `b`."""
+    if abs(len(a) - len(b)) > 4:
+        return 5
+    before, row = list(range(len(b) + 1)), list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        earlier, before, row = before, row, [i]
+        for j, y in enumerate(b, 1):
+            cost = min(before[j] + 1, row[j - 1] + 1, before[j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, earlier[j - 2] + 1)
+            row.append(cost)
+    return row[-1]
 
 
 def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool) -> ToolCall:
@@ -363,8 +415,6 @@ class StreamAccumulator:
         "_error",
         "_fragments",
         "_message",
-        "_parts",
-        "_shown",
         "_stop",
         "_texts",
         "_usage",
@@ -375,9 +425,7 @@ class StreamAccumulator:
         self._stop: Any = None
         self._usage: dict[str, Any] = {}
         self._blocks: list[dict[str, Any]] = []
-        self._parts: list[int | None] = []  # the part index of each block, None when skipped
-        self._shown = 0  # the parts so far: blocks of a kind the reply keeps
-        self._fragments: dict[int, Pieces] = {}  # a tool_use's JSON text, once a delta came
+        self._fragments: dict[int, Pieces] = {}  # a block's input as JSON text, once a delta came
         self._texts: dict[int, Pieces] = {}  # the text or thinking of a block
         self._done = False
         self._error: ProviderError | None = None
@@ -417,13 +465,20 @@ class StreamAccumulator:
         for index, pieces in self._texts.items():
             block = self._blocks[index]
             block[_BLOCK_TEXT[block["type"]]] = pieces.text()
+        calls = {}
+        for index, fragments in self._fragments.items():
+            block = self._blocks[index]
+            if block["type"] == "tool_use":
+                calls[index] = fragments.text()  # read as `decode` reads a call, cut or not
+            else:  # a server tool's call: its input as the body would have held it
+                block["input"] = json_value(fragments.text(), f"content[{index}].input")
         body = {
             **self._message,
             "content": self._blocks,
             "stop_reason": self._stop,
             "usage": self._usage,
         }
-        return _decode(body, {i: f.text() for i, f in self._fragments.items()})
+        return _decode(body, calls)
 
     def _start(self, message: dict[str, Any]) -> list[Delta]:
         if self._message is not None:
@@ -447,24 +502,22 @@ class StreamAccumulator:
         path = f"content[{index}]"
         block = dict(block)
         kind = field(block, "type", str, path)
-        known = kind in ("text", "thinking", "redacted_thinking", "tool_use")
-        part = self._shown if known else None
+        self._blocks.append(block)
         if kind == "tool_use":  # the deltas quote them: healed, as the reply's are
             block["id"] = call_id = tool_call_id(block, "id", path)
             block["name"] = name = heal(field(block, "name", str, path))
-        elif kind in _BLOCK_TEXT:
-            pieces = self._texts[index] = Pieces()
-            shown = pieces.add(field(block, _BLOCK_TEXT[kind], str, path))
-        self._blocks.append(block)
-        self._parts.append(part)
-        if part is None:
+            return [ArgumentsDelta(index, call_id, name, "")]
+        if kind not in _BLOCK_TEXT:
+            if kind not in _CLIENT_BLOCKS:
+                _unknown(block, kind, path)
             return []
-        self._shown += 1
-        if kind == "tool_use":
-            return [ArgumentsDelta(part, call_id, name, "")]
-        if kind in _BLOCK_TEXT and shown:
-            return [TextDelta(part, shown) if kind == "text" else ThinkingDelta(part, shown)]
-        return []
+        if isinstance(block.get("citations"), list):
+            block["citations"] = list(block["citations"])  # citations_delta adds to it
+        shown = self._texts[index] = Pieces()
+        text = shown.add(field(block, _BLOCK_TEXT[kind], str, path))
+        if not text:
+            return []
+        return [TextDelta(index, text) if kind == "text" else ThinkingDelta(index, text)]
 
     def _delta(self, event: dict[str, Any]) -> list[Delta]:
         index = field(event, "index", int, "content_block_delta")
@@ -472,14 +525,21 @@ class StreamAccumulator:
             raise DecodeError("content_block_delta.index", f"no content block {index}")
         delta = field(event, "delta", dict, "content_block_delta")
         kind = field(delta, "type", str, "content_block_delta.delta")
-        block, part = self._blocks[index], self._parts[index]
+        block = self._blocks[index]
         want = _DELTA_BLOCK.get(kind)
-        if part is None or want is None:
-            return []  # a block we skip (server tools), or a delta we do not use (citations)
-        if block["type"] != want:
+        if want is None:
+            return []  # a delta this codec does not know: the block keeps what it started with
+        if block["type"] != want and not (kind == "input_json_delta" and "input" in block):
             raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
-        key = _DELTA_FIELD[kind]
-        value = field(delta, key, str, "content_block_delta.delta")
+        value = field(
+            delta,
+            _DELTA_FIELD[kind],
+            dict if kind == "citations_delta" else str,
+            "content_block_delta.delta",
+        )
+        if kind == "citations_delta":
+            block.setdefault("citations", []).append(value)
+            return []
         if kind == "signature_delta":
             block["signature"] = value
             return []
@@ -488,11 +548,13 @@ class StreamAccumulator:
             if fragments is None:
                 fragments = self._fragments[index] = Pieces()
             shown = fragments.add(value)
-            return [ArgumentsDelta(part, block["id"], block["name"], shown)] if shown else []
+            if not shown or block["type"] != "tool_use":
+                return []
+            return [ArgumentsDelta(index, block["id"], block["name"], shown)]
         shown = self._texts[index].add(value)  # pieces are joined once, in result()
         if not shown:
             return []
-        return [TextDelta(part, shown) if kind == "text_delta" else ThinkingDelta(part, shown)]
+        return [TextDelta(index, shown) if kind == "text_delta" else ThinkingDelta(index, shown)]
 
     def _message_delta(self, event: dict[str, Any]) -> None:
         delta = field(event, "delta", dict, "message_delta")
@@ -505,6 +567,7 @@ class StreamAccumulator:
 
 _DELTA_BLOCK = {
     "text_delta": "text",
+    "citations_delta": "text",
     "thinking_delta": "thinking",
     "signature_delta": "thinking",
     "input_json_delta": "tool_use",
@@ -512,6 +575,7 @@ _DELTA_BLOCK = {
 _BLOCK_TEXT = {"text": "text", "thinking": "thinking"}
 _DELTA_FIELD = {
     "text_delta": "text",
+    "citations_delta": "citation",
     "thinking_delta": "thinking",
     "signature_delta": "signature",
     "input_json_delta": "partial_json",

@@ -28,6 +28,7 @@ from turnstile.core import (
     ModelRequest,
     ModelResponse,
     ModelStop,
+    Opaque,
     Purpose,
     RunTool,
     StopReason,
@@ -685,16 +686,19 @@ def test_decode_an_empty_reply() -> None:
     assert decode(message([])) == ModelResponse([], ModelStop.end_turn, Usage(10, 5))
 
 
-def test_decode_skips_server_tool_and_unknown_blocks() -> None:
-    body = message(
-        [
-            {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {}},
-            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": []},
-            {"type": "text", "text": "found it", "citations": None},
-            {"type": "hologram", "payload": 3},
-        ]
-    )
-    assert decode(body).content == [Text("found it")]
+def test_decode_keeps_server_tool_and_unknown_blocks_verbatim() -> None:
+    blocks = [
+        {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": []},
+        {"type": "text", "text": "found it", "citations": None},
+        {"type": "hologram", "payload": 3},
+    ]
+    assert decode(message(blocks)).content == [
+        Opaque("anthropic_messages", blocks[0]),
+        Opaque("anthropic_messages", blocks[1]),
+        Text("found it"),
+        Opaque("anthropic_messages", blocks[3]),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -827,10 +831,10 @@ def test_stream_deltas_carry_the_part_index() -> None:
     acc = StreamAccumulator()
     deltas = [d for event in stream_of(body) for d in acc.feed(event)]
     assert deltas == [
-        ThinkingDelta(0, "hmm"),
-        TextDelta(1, "查一下"),
-        ArgumentsDelta(2, "toolu_01A09q90qw90lq917835lq9", "get_weather", ""),
-        ArgumentsDelta(2, "toolu_01A09q90qw90lq917835lq9", "get_weather", '{"city": "北京"}'),
+        ThinkingDelta(1, "hmm"),
+        TextDelta(2, "查一下"),
+        ArgumentsDelta(3, "toolu_01A09q90qw90lq917835lq9", "get_weather", ""),
+        ArgumentsDelta(3, "toolu_01A09q90qw90lq917835lq9", "get_weather", '{"city": "北京"}'),
     ]
     assert acc.result() == decode(body)
 
@@ -1219,12 +1223,7 @@ def test_a_decoded_reply_goes_back_as_the_blocks_it_came_from(body: dict[str, An
     reply = decode(body)
     history = [UserMessage("q"), AssistantMessage(reply.content), UserMessage("go on")]
     sent = encode(ModelRequest(None, history, (), 100), model="m")["messages"]
-    kept = [
-        b
-        for b in body["content"]
-        if b["type"] in ("thinking", "redacted_thinking", "tool_use")
-        or (b["type"] == "text" and b["text"].strip())
-    ]
+    kept = [b for b in body["content"] if b["type"] != "text" or b["text"].strip()]
     if kept:
         assert sent[1]["role"] == "assistant"
         assert _canonical(sent[1]["content"]) == _canonical(kept)
