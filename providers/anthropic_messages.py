@@ -16,6 +16,7 @@ from typing import Any
 
 from turnstile.core import (
     AssistantMessage,
+    CachePolicy,
     Document,
     Image,
     Instructions,
@@ -95,10 +96,16 @@ def encode(
     entries of `messages` (the body and the list itself are new on every call): treat them as
     read-only, and copy one before changing it.
     """
+    mark = _mark(request.cache)
     body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
     if request.system is not None:
         body["system"] = request.system
-    body["messages"] = folded(_fold, request.messages, cache)
+        if mark is not None and request.system.strip():
+            body["system"] = [{"type": "text", "text": request.system, "cache_control": mark}]
+    if mark is None:
+        body["messages"] = folded(_fold, request.messages, cache)
+    else:
+        body["messages"] = _breakpoints(folded(_fold_blocks, request.messages, cache), mark)
     tools = [_tool(spec) for spec in request.tools]
     tools += [t.definition for t in request.server_tools if t.format == FORMAT]
     if tools:
@@ -108,6 +115,8 @@ def encode(
         if used:
             body["tools"] = [{"name": name, "input_schema": dict(_ANY_OBJECT)} for name in used]
             body["tool_choice"] = {"type": "none"}
+    if mark is not None and "tools" in body:
+        body["tools"][-1] = {**body["tools"][-1], "cache_control": mark}
     body.update(options)
     if "tools" in body and request.tool_choice != "auto":
         body["tool_choice"] = _tool_choice(request.tool_choice, options.get("tool_choice"))
@@ -137,6 +146,57 @@ def _tool_choice(choice: ToolChoice, given: Any) -> dict[str, Any]:
     return wire
 
 
+def _mark(policy: CachePolicy | None) -> dict[str, str] | None:
+    if policy is None or not policy.enabled:
+        return None
+    return {"type": "ephemeral", "ttl": "1h"} if policy.ttl == "1h" else {"type": "ephemeral"}
+
+
+def _breakpoints(wire: list[dict[str, Any]], mark: dict[str, str]) -> list[dict[str, Any]]:
+    """`wire` (a new list, its entries shared) with breakpoints at the end of the newest message
+    and of the message the previous request ended on (the one before the newest reply): the
+    API finds a cached prefix only at a breakpoint or up to 20 blocks before one, and a turn may
+    add more, so the previous end keeps its own. Marked entries are copies."""
+    newest = len(wire) - 1
+    reply = next((i for i in range(newest, -1, -1) if wire[i]["role"] == "assistant"), 0)
+    for i in {newest, reply - 1} - {-1}:
+        wire[i] = _marked(wire[i], mark)
+    return wire
+
+
+_CACHEABLE = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
+"""The blocks whose types (in the SDK's params) take a `cache_control`; thinking blocks don't."""
+
+
+def _marked(message: dict[str, Any], mark: dict[str, str]) -> dict[str, Any]:
+    """A copy of `message` with a breakpoint on its last block that can hold one."""
+    content = message["content"]
+    for j in range(len(content) - 1, -1, -1):
+        if content[j].get("type") in _CACHEABLE:
+            block = {**content[j], "cache_control": mark}
+            return {**message, "content": [*content[:j], block, *content[j + 1 :]]}
+    return message
+
+
 def _tools_called(history: Sequence[Message]) -> list[str]:
     names: dict[str, None] = {}
     for message in history:
@@ -145,23 +205,31 @@ def _tools_called(history: Sequence[Message]) -> list[str]:
     return list(names)
 
 
-def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
+def _fold(wire: list[dict[str, Any]], history: Iterable[Message], blocks: bool = False) -> None:
+    """Append `history` to `wire`; with `blocks`, text content as a list of blocks (caching's
+    form, so a message reads the same whether or not it holds a breakpoint)."""
     for message in history:
         match message:
-            case UserMessage(content=content):
-                _append(wire, "user", content if isinstance(content, str) else _parts(content))
+            case UserMessage(content=str() as text):
+                _append(wire, "user", _as_blocks(text) if blocks else text)
+            case UserMessage(content=parts):
+                _append(wire, "user", _parts(parts))
             case AssistantMessage(content=parts):
-                blocks = [b for b in map(_block, parts) if b is not None]
-                if blocks:
-                    _append(wire, "assistant", blocks)
+                said = [b for b in map(_block, parts) if b is not None]
+                if said:
+                    _append(wire, "assistant", said)
             case ToolResults(results=results):
                 _append(wire, "user", [_tool_result(r) for r in results])
             case Instructions(text=text):
                 if not wire or wire[-1]["role"] != "user":
                     raise UnsupportedContent(FORMAT, "instructions that do not follow a user turn")
-                _append(wire, "system", text)
+                _append(wire, "system", _as_blocks(text) if blocks else text)
             case _:
                 raise TypeError(f"not a message: {message!r}")
+
+
+def _fold_blocks(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
+    _fold(wire, history, blocks=True)
 
 
 def _append(wire: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
