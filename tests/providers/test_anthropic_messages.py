@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from turnstile.core import (
     AssistantMessage,
+    CachePolicy,
     CallModel,
     Finish,
     Guards,
@@ -49,6 +50,7 @@ from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers.anthropic_messages import StreamAccumulator, decode, encode
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "anthropic"
+MARK = {"type": "ephemeral"}
 WEATHER = {
     "北京": '{"温度":26,"天气":"多云","湿度":45}',
     "上海": '{"温度":29,"天气":"晴","湿度":68}',
@@ -102,6 +104,7 @@ def replay(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], Finish]:
         tools=tuple(ToolSpec(**t) for t in spec_json["tools"]),
         guards=Guards(**spec_json.get("guards", {})),
         max_tokens=spec_json["max_tokens"],
+        cache=CachePolicy(**spec_json.get("cache", {})),
     )
     options = dict(spec_json.get("options", {}))
     if spec_json["stream"]:
@@ -212,6 +215,7 @@ def _deltas_for(block: dict[str, Any], fragments: list[str] | None) -> list[dict
 
 FINISHES = {
     "weather.json": StopReason.completed,
+    "cache_off.json": StopReason.completed,
     "weather.stream.json": StopReason.completed,
     "tool_error.json": StopReason.completed,
     "max_tokens_tool.stream.json": StopReason.completed,
@@ -297,7 +301,7 @@ def test_recorded_requests_are_exactly_what_the_loop_sends(name: str) -> None:
 
 
 def test_weather_two_exchanges() -> None:
-    trace = load("weather.json")
+    trace = load("cache_off.json")  # weather.json's conversation, bodies without breakpoints
     (first, second) = trace["exchanges"]
     request = first["request"]["body"]
     assert request == {
@@ -452,7 +456,9 @@ def test_an_overloaded_error_event_fails_the_stream_for_good() -> None:
 def test_the_finalize_request_declares_the_called_tools_and_forbids_calling_them() -> None:
     trace = load("finalize.json")
     request = trace["exchanges"][1]["request"]["body"]
-    assert request["tools"] == [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    assert request["tools"] == [
+        {"name": "get_weather", "input_schema": {"type": "object"}, "cache_control": MARK}
+    ]
     assert request["tool_choice"] == {"type": "none"}
     last = request["messages"][-1]
     assert [b["type"] for b in last["content"]] == ["tool_result", "tool_result", "text"]
