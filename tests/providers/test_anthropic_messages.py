@@ -10,6 +10,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pydantic
 import pytest
 from anthropic.types import ErrorResponse, Message, RawMessageStreamEvent
@@ -18,12 +19,10 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from turnstile.core import (
     AssistantMessage,
-    CachePolicy,
     CallModel,
     Finish,
     Guards,
     Loop,
-    LoopSpec,
     ModelFailed,
     ModelReplied,
     ModelRequest,
@@ -31,11 +30,13 @@ from turnstile.core import (
     ModelStop,
     Opaque,
     Purpose,
+    ResultPart,
     RunTool,
     StopReason,
     Text,
     Thinking,
     ToolCall,
+    ToolOutcome,
     ToolResult,
     ToolResults,
     ToolReturned,
@@ -48,6 +49,7 @@ from turnstile.core import Message as CoreMessage
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers.anthropic_messages import StreamAccumulator, decode, encode
+from turnstile.providers.replay import Trace, prompt_for, spec_for
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "anthropic"
 MARK = {"type": "ephemeral"}
@@ -99,21 +101,22 @@ def replay(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], Finish]:
     each request, decode (or accumulate) the recorded answer, hand tools their recorded outputs.
     Returns the request bodies the loop sent and how it finished."""
     spec_json = trace["loop"]
-    spec = LoopSpec(
-        system=spec_json["system"],
-        tools=tuple(ToolSpec(**t) for t in spec_json["tools"]),
-        guards=Guards(**spec_json.get("guards", {})),
-        max_tokens=spec_json["max_tokens"],
-        cache=CachePolicy(**spec_json.get("cache", {})),
-    )
+    recorded = msgspec.convert(trace, Trace)
+    spec = spec_for(recorded)  # the trace's loop section as the replay tools read it
     options = dict(spec_json.get("options", {}))
     if spec_json["stream"]:
         options["stream"] = True
     responses = iter(exchange["response"] for exchange in trace["exchanges"])
+    recorded_outputs = {
+        call_id: ToolOutcome(
+            msgspec.convert(out["content"], str | list[ResultPart]), out.get("is_error", False)
+        )
+        for call_id, out in spec_json.get("tool_outputs", {}).items()
+    }
     loop = Loop(spec)
     now = 0.0
     requests: list[dict[str, Any]] = []
-    commands = deque(loop.start(spec_json["prompt"], now))
+    commands = deque(loop.start(prompt_for(recorded), now))
     while commands:
         now += 1.0
         match commands.popleft():
@@ -133,14 +136,11 @@ def replay(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], Finish]:
                     obs = ModelReplied(now=now, command_id=command_id, response=reply)
                 commands.extend(loop.send(obs))
             case RunTool(id=call_id):
-                out = spec_json["tool_outputs"][call_id]
+                out = recorded_outputs[call_id]
                 commands.extend(
                     loop.send(
                         ToolReturned(
-                            now=now,
-                            call_id=call_id,
-                            content=out["content"],
-                            is_error=out.get("is_error", False),
+                            now=now, call_id=call_id, content=out.content, is_error=out.is_error
                         )
                     )
                 )
@@ -225,6 +225,12 @@ FINISHES = {
     "malformed_args.json": StopReason.completed,
     "overloaded.stream.json": StopReason.completed,
     "finalize.json": StopReason.max_turns,
+    "chart.json": StopReason.completed,
+    "web_search.stream.json": StopReason.completed,
+    "strict_tool.json": StopReason.completed,
+    "final_answer.json": StopReason.finish_tool,
+    "native_output.json": StopReason.completed,
+    "prefill.json": StopReason.completed,
 }
 
 # Deliberate departures from the SDK's types, each with the value that makes the body conform: the
