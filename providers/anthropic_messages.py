@@ -11,6 +11,7 @@ __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import base64
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -381,7 +382,7 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:
         citations = optional(block, "citations", list, path, [])
         if not citations:
             return Text(text)
-        return Text(text, provider_data={"citations": kept(citations, f"{path}.citations")})
+        return Text(text, provider_data={"citations": _verbatim(citations, f"{path}.citations")})
     if kind == "thinking":
         signature = optional(block, "signature", str, path, "")
         return Thinking(field(block, "thinking", str, path), signature=signature or None)
@@ -390,7 +391,21 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:
         return Thinking("", redacted=True, provider_data={"data": data})
     if kind == "tool_use":
         return _tool_call(block, path, streamed, cut)
-    return Opaque(FORMAT, kept(_unknown(block, kind, path), path))
+    return Opaque(FORMAT, _verbatim(_unknown(block, kind, path), path))
+
+
+def _verbatim(value: Any, path: str) -> Any:
+    """`kept(value)`, which goes back to the API as it came: a number in it that is not finite
+    (NaN and Infinity are not JSON, so no API sent them) is a `DecodeError`."""
+    value = kept(value, path)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            raise DecodeError(path, f"holds {node}, which is not JSON")
+        if isinstance(node, dict | list):
+            stack.extend(node.values() if isinstance(node, dict) else node)
+    return value
 
 
 _CLIENT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
@@ -606,7 +621,9 @@ class StreamAccumulator:
             "content_block_delta.delta",
         )
         if kind == "citations_delta":
-            block.setdefault("citations", []).append(value)
+            if not isinstance(block.get("citations"), list):
+                block["citations"] = []
+            block["citations"].append(value)  # a list of this block's own (see _add)
             return []
         if kind == "signature_delta":
             block["signature"] = value

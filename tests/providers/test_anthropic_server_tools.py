@@ -211,3 +211,22 @@ def test_no_block_type_the_sdk_knows_reads_as_a_misspelling() -> None:
     for kind in sorted(kinds - known):
         block = {"type": kind, "id": "x", "name": "y", "input": {}}
         assert decode(message([block])).content == [Opaque("anthropic_messages", block)], kind
+
+
+def test_citations_delta_onto_a_block_that_started_with_null_citations() -> None:
+    acc = StreamAccumulator()
+    events = stream(message([CITED]))
+    events[1]["content_block"]["citations"] = None  # as the API writes a block without them
+    for event in events:
+        acc.feed(event)
+    assert acc.result().content == decode(message([CITED])).content
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf")])
+def test_a_kept_block_holding_a_number_json_has_not_is_an_error(number: float) -> None:
+    """Python's JSON parser reads NaN and Infinity: no API sends them, no run keeps them."""
+    with pytest.raises(DecodeError, match=r"content\[0\]: holds"):
+        decode(message([{"type": "a_block_from_2031", "score": number}]))
+    cited = {**CITED, "citations": [{**CITED["citations"][0], "cited_text": number}]}
+    with pytest.raises(DecodeError, match=r"content\[0\].citations: holds"):
+        decode(message([cited]))
