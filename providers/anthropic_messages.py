@@ -38,6 +38,7 @@ from turnstile.core import (
     Usage,
     UserMessage,
     UserPart,
+    UseTool,
 )
 
 from ._cache import WireCache, folded
@@ -141,7 +142,7 @@ def _tool_choice(choice: ToolChoice, given: Any) -> dict[str, Any]:
     """The loop's choice, keeping a client-wide `disable_parallel_tool_use` where it applies."""
     if choice == "none":
         return {"type": "none"}
-    wire = {"type": "any"} if choice == "required" else {"type": "tool", "name": choice.name}
+    wire = {"type": "tool", "name": choice.name} if isinstance(choice, UseTool) else {"type": "any"}
     if isinstance(given, dict) and "disable_parallel_tool_use" in given:
         wire["disable_parallel_tool_use"] = given["disable_parallel_tool_use"]
     return wire
@@ -213,8 +214,8 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message], blocks: bool =
         match message:
             case UserMessage(content=str() as text):
                 _append(wire, "user", _as_blocks(text) if blocks else text)
-            case UserMessage(content=parts):
-                _append(wire, "user", _parts(parts))
+            case UserMessage(content=list() as shown):
+                _append(wire, "user", _parts(shown))
             case AssistantMessage(content=parts):
                 said = [b for b in map(_block, parts) if b is not None]
                 if said:
@@ -284,7 +285,7 @@ def _opaque(part: Opaque) -> dict[str, Any]:
 def _parts(parts: Sequence[UserPart | ResultPart]) -> list[dict[str, Any]]:
     """The blocks of a user message or a tool result: text, images, documents, and blocks of this
     format kept verbatim; anything else is refused (`UnsupportedContent`)."""
-    blocks = []
+    blocks: list[dict[str, Any]] = []
     for part in parts:
         match part:
             case Text(text=text):
@@ -292,7 +293,8 @@ def _parts(parts: Sequence[UserPart | ResultPart]) -> list[dict[str, Any]]:
             case Image():
                 blocks.append({"type": "image", "source": _source(part, _IMAGE_TYPES)})
             case Document(title=title, name=name):
-                block = {"type": "document", "source": _source(part, _DOCUMENT_TYPES)}
+                block: dict[str, Any] = {"type": "document"}
+                block["source"] = _source(part, _DOCUMENT_TYPES)
                 if title or name:  # the API has no file name: it is the title the model sees
                     block["title"] = title or name
                 blocks.append(block)
@@ -614,17 +616,13 @@ class StreamAccumulator:
             return []  # a delta this codec does not know: the block keeps what it started with
         if block["type"] != want and not (kind == "input_json_delta" and "input" in block):
             raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
-        value = field(
-            delta,
-            _DELTA_FIELD[kind],
-            dict if kind == "citations_delta" else str,
-            "content_block_delta.delta",
-        )
+        where = "content_block_delta.delta"
         if kind == "citations_delta":
             if not isinstance(block.get("citations"), list):
                 block["citations"] = []
-            block["citations"].append(value)  # a list of this block's own (see _add)
+            block["citations"].append(field(delta, "citation", dict, where))  # see _add
             return []
+        value = field(delta, _DELTA_FIELD[kind], str, where)
         if kind == "signature_delta":
             block["signature"] = value
             return []
@@ -660,7 +658,6 @@ _DELTA_BLOCK = {
 _BLOCK_TEXT = {"text": "text", "thinking": "thinking"}
 _DELTA_FIELD = {
     "text_delta": "text",
-    "citations_delta": "citation",
     "thinking_delta": "thinking",
     "signature_delta": "signature",
     "input_json_delta": "partial_json",
