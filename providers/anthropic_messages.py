@@ -84,9 +84,28 @@ def encode(
     """The JSON body of POST /v1/messages for `request`.
 
     `options` (temperature, stream=True, tool_choice, metadata, thinking, ...) are merged in last
-    and win. Parts the API would reject are left out: blank text, thinking without a signature
-    (it cannot be verified), redacted thinking without its data; an assistant message left empty
-    is dropped and its neighbours, both user messages then, become one.
+    and win, except where the request decides: a `tool_choice` other than "auto" (required ->
+    any, none, `UseTool` -> tool; a client-wide `disable_parallel_tool_use` is kept) and
+    `output` (`output_config.format`, json_schema, beside the options' own `output_config`).
+    Parts the API would reject are left out: blank text, thinking without a signature (it cannot
+    be verified), redacted thinking without its data; an assistant message left empty is dropped
+    and its neighbours, both user messages then, become one.
+
+    User messages and tool results map each part to its block: text, images (base64, URL, Files
+    API; jpeg/png/gif/webp), documents (base64 PDF, plain text, URL, Files API; the title, or
+    else the file name, as `title`), `Opaque` blocks of this format verbatim. `Instructions` are a
+    `{"role": "system"}` message, which the API takes only right after a user turn (Claude Opus
+    4.8 and later). Audio, other media types, another format's blocks and misplaced instructions
+    raise `UnsupportedContent`. A prompt ending on an assistant text is a prefill. A reply's
+    `Opaque` blocks and its text's citations go back as they came. `ToolSpec.strict` is written
+    when set; `server_tools` of this format join `tools` verbatim.
+
+    With `request.cache`, breakpoints (`cache_control`, `ttl` "1h" when asked) mark the last
+    tool, the system prompt (then a list of one text block) and two messages: the newest, and
+    the one the previous request ended on (see `_breakpoints`); 4 at most, the API's limit. Text
+    content is then always a list of blocks, so a message reads the same with or without a
+    breakpoint and each request repeats the previous one's cached prefix byte for byte. An
+    `Opaque` block sent with its own `cache_control` counts towards the API's 4.
 
     A request without tools whose history holds tool calls (the loop's finalize request) declares
     the tools those calls named, with an open schema and `tool_choice: none`: the API has
@@ -344,9 +363,12 @@ def _tool_result(result: ToolResult) -> dict[str, Any]:
 def decode(body: dict[str, Any]) -> ModelResponse:
     """The neutral response for a Messages API response body.
 
-    Text, thinking (with its signature), redacted thinking (its `data` in `provider_data`, sent
-    back verbatim) and tool calls are kept; server-tool and unknown block types are skipped, since
-    turnstile declares only client tools and a new block type must not break a run. A tool_use
+    Text (its citations in `provider_data`), thinking (with its signature), redacted thinking
+    (its `data` in `provider_data`, sent back verbatim) and tool calls are kept; every other
+    block (server tools' calls and results, MCP, a type newer than the codec) is an `Opaque`
+    holding it verbatim, so a new block type never breaks a run and goes back to the API as it
+    came. A type that misspells a client block's (`tool_uze`, see `_unknown`) is a `DecodeError`,
+    as is a kept block holding NaN or Infinity. A tool_use
     whose input is not an object becomes a call with empty `arguments` and the JSON text in
     `raw_arguments`; with `max_tokens` (or a full context window) a trailing tool_use was cut off
     and is marked `complete=False`. An unknown `stop_reason` maps to `ModelStop.other`; `raw_stop`
@@ -483,8 +505,11 @@ def _failure(error: Any) -> ProviderError:
 class StreamAccumulator:
     """Folds the events of a streamed response (each SSE `data:` payload, parsed) into one.
 
-    `feed` returns the deltas a UI may show as they come; a tool call is announced by an
-    `ArgumentsDelta` with an empty fragment when its block starts. `result()` equals what
+    `feed` returns the deltas a UI may show as they come (their index is the block's); a tool call
+    is announced by an `ArgumentsDelta` with an empty fragment when its block starts. Other
+    blocks are assembled as the body would hold them: a server tool's `input` from its
+    `input_json_delta`s, a text's citations from `citations_delta`s; a delta type the codec does
+    not know leaves its block as it started. `result()` equals what
     `decode` gives for the equivalent non-streaming body. A tool call cut off by max_tokens (its
     JSON incomplete, often without `content_block_stop`) comes back with `complete=False`, the
     members that were certainly complete as `arguments` and the text as `raw_arguments`.
