@@ -20,6 +20,7 @@ NOT_REPRODUCIBLE = {"openai-responses/tool_error.json"}
 TOOLS = [
     "tests.executors.conformance_tools:get_weather",
     "tests.executors.conformance_tools:save_note",
+    "tests.executors.conformance_tools:get_chart",
 ]
 
 

@@ -21,6 +21,7 @@ from turnstile.core import (
     ModelFailed,
     ModelReplied,
     Observation,
+    Opaque,
     RunTool,
     StopReason,
     Text,
@@ -46,16 +47,23 @@ from .backoff import retries_wait
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 FINISHES = {
+    "anthropic/cache_off.json": StopReason.completed,
+    "anthropic/chart.json": StopReason.completed,
+    "anthropic/final_answer.json": StopReason.finish_tool,
     "anthropic/finalize.json": StopReason.max_turns,
     "anthropic/malformed_args.json": StopReason.completed,
     "anthropic/max_tokens_tool.stream.json": StopReason.completed,
+    "anthropic/native_output.json": StopReason.completed,
     "anthropic/overloaded.stream.json": StopReason.completed,
+    "anthropic/prefill.json": StopReason.completed,
     "anthropic/refusal.json": StopReason.refusal,
+    "anthropic/strict_tool.json": StopReason.completed,
     "anthropic/thinking.json": StopReason.completed,
     "anthropic/tool_error.json": StopReason.completed,
     "anthropic/unknown_stop.json": StopReason.completed,
     "anthropic/weather.json": StopReason.completed,
     "anthropic/weather.stream.json": StopReason.completed,
+    "anthropic/web_search.stream.json": StopReason.completed,
     "openai-chat/azure_prompt_filter.stream.json": StopReason.completed,
     "openai-chat/content_filter.json": StopReason.refusal,
     "openai-chat/malformed_args.json": StopReason.completed,
@@ -96,6 +104,8 @@ def _part(part: Any, *, quote_texts: bool) -> str:
         case ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw):
             shown = f"raw {raw!r}" if raw is not None else _args(arguments)
             return f"{name}#{call_id} {shown}" + ("" if part.complete else " [cut off]")
+        case Opaque(format=format, data=data):
+            return f"{format} {data.get('type')}"
     raise AssertionError(part)
 
 
@@ -200,8 +210,8 @@ def test_a_changed_prompt_fails_with_a_diff() -> None:
         replay(trace)
     message = str(info.value)
     assert "request 1 (POST /v1/messages) does not match the recorded POST /v1/messages" in message
-    assert '-      "content": "北京和上海哪个更暖和?",' in message
-    assert '+      "content": "北京和广州哪个更暖和?",' in message
+    assert '-          "text": "北京和上海哪个更暖和?",' in message
+    assert '+          "text": "北京和广州哪个更暖和?",' in message
 
 
 @pytest.mark.parametrize("executor", ["sync", "trio"])

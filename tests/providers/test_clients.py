@@ -17,6 +17,9 @@ import openai
 import pytest
 import trio
 from turnstile.core import (
+    CachePolicy,
+    CallModel,
+    Loop,
     LoopSpec,
     ModelFailed,
     ModelRequest,
@@ -45,6 +48,7 @@ from turnstile.providers.replay import (
     Trace,
     client_for,
     load_trace,
+    prompt_for,
     spec_for,
 )
 
@@ -61,16 +65,15 @@ PATHS = {
 }
 PROVIDERS = sorted(FORMATS)
 PROMPT = "北京和上海哪个更暖和?"
-SPEC = LoopSpec(max_tokens=1024)
+SPEC = LoopSpec(max_tokens=1024, cache=CachePolicy(enabled=False))  # as `REQUEST` is
 REQUEST = ModelRequest(None, [UserMessage(PROMPT)], [], 1024)
 
 
 def first_request(trace: Trace) -> ModelRequest:
-    spec = spec_for(trace)
-    assert trace.loop is not None
-    return ModelRequest(
-        spec.system, [UserMessage(trace.loop["prompt"])], spec.tools, spec.max_tokens
-    )
+    """The trace's first request as its loop asks it (caching and the rest of its policy)."""
+    (command,) = Loop(spec_for(trace)).start(prompt_for(trace), 0.0)
+    assert type(command) is CallModel
+    return command.request
 
 
 def complete(client: Any, request: ModelRequest, mode: str) -> ModelResponse:
