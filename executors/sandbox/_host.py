@@ -22,8 +22,14 @@ from dataclasses import dataclass
 from turnstile.core import ToolOutcome
 
 from ._limits import SandboxLimits
-from ._verdict import exit_message, killed_message, stray_message, too_large_message
-from ._wire import Call, Done, Kill, Message, Prepare, Result, decode_first, receive, send
+from ._verdict import (
+    exit_message,
+    forged_message,
+    killed_message,
+    stray_message,
+    too_large_message,
+)
+from ._wire import Call, Done, Kill, Message, Prepare, Result, decode_only, receive, send
 
 # The packages' __init__s import the sync executor, the whole core (the loop
 # and its `transitions` machine among it) and this host side; the launcher needs none of that,
@@ -115,12 +121,14 @@ class Launcher:
 @dataclass
 class Exchange:
     """What came back from one call. `reason` is why the host stopped it ("timeout",
-    "output", "result"), `done` is None if the launcher failed, `output` is the tail of what
-    the call wrote to stdout/stderr."""
+    "output", "result"), `done` is None if the launcher failed, `result` the one message the
+    call wrote to its result pipe (None unless exactly one), `written` whether it wrote any,
+    `output` the tail of what it wrote to stdout/stderr."""
 
     result: Message | None = None
     done: Done | None = None
     reason: str | None = None
+    written: bool = False
     output: bytes = b""
 
     @property
@@ -129,18 +137,23 @@ class Exchange:
         return self.done is not None
 
     def outcome(self, name: str, limits: SandboxLimits, wall_s: float) -> ToolOutcome:
-        """What the model is told about the call."""
+        """What the model is told about the call. A result counts only if the call's process
+        exited cleanly (status 0) having written exactly one: a frame written by hand, then a
+        crash, or beside the real result, is no result of the call's."""
         if self.reason in ("timeout", "output"):
             return ToolOutcome(killed_message(name, self.reason, limits, wall_s), True)
         if self.reason == "result":
             return ToolOutcome(too_large_message(name, limits), True)
-        if isinstance(self.result, Result):
-            if self.done is not None and self.done.strays:
-                return ToolOutcome(stray_message(name, self.result.content), True)
-            return ToolOutcome(self.result.content, self.result.is_error)
-        if self.done is not None and self.done.wait_status is not None:
-            return ToolOutcome(exit_message(name, self.done.wait_status, limits, self.output), True)
-        return ToolOutcome(f"the sandbox failed to run {name}", True)
+        status = None if self.done is None else self.done.wait_status
+        if self.done is None or status is None:
+            return ToolOutcome(f"the sandbox failed to run {name}", True)
+        if status != 0 or not self.written:
+            return ToolOutcome(exit_message(name, status, limits, self.output), True)
+        if not isinstance(self.result, Result):
+            return ToolOutcome(forged_message(name), True)
+        if self.done.strays:
+            return ToolOutcome(stray_message(name, self.result.content), True)
+        return ToolOutcome(self.result.content, self.result.is_error)
 
 
 def exchange(launcher: Launcher, call: Call, wall_s: float) -> Exchange:
@@ -212,6 +225,7 @@ def _watch(launcher: Launcher, call: Call, wall_s: float, result_r: int, output_
                     result += data
                 else:
                     stop("result")
-    out.result = decode_first(bytes(result))
+    out.result = decode_only(bytes(result))
+    out.written = bool(result)
     out.output = bytes(tail)
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "exception_hint",
     "exit_message",
+    "forged_message",
     "killed_message",
     "stray_message",
     "too_large_message",
@@ -71,6 +72,11 @@ def stray_message(name: str, content: str) -> str:
         f"{name} left processes running after it returned; the sandbox killed them "
         f"(a call's processes must end with it). Its result was: {content}"
     )
+
+
+def forged_message(name: str) -> str:
+    """A call that exited cleanly but wrote something other than its one result."""
+    return f"{name} wrote to the sandbox's result pipe itself; its result cannot be trusted"
 
 
 def _last_line(output: bytes) -> str:

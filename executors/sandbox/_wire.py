@@ -18,7 +18,7 @@ __all__ = [
     "Prepare",
     "Report",
     "Result",
-    "decode_first",
+    "decode_only",
     "frame",
     "receive",
     "send",
@@ -107,16 +107,12 @@ def frame(message: Message) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def decode_first(data: bytes) -> Message | None:
-    """The first whole frame in `data`, or None if there is none or it does not decode."""
-    if len(data) < _HEADER.size:
-        return None
-    (length,) = _HEADER.unpack_from(data)
-    body = data[_HEADER.size : _HEADER.size + length]
-    if len(body) < length:
+def decode_only(data: bytes) -> Message | None:
+    """The message if `data` is exactly one whole frame that decodes, else None."""
+    if len(data) < _HEADER.size or _HEADER.unpack_from(data)[0] != len(data) - _HEADER.size:
         return None
     try:
-        return _decoder.decode(body)
+        return _decoder.decode(data[_HEADER.size :])
     except msgspec.DecodeError:
         return None
 

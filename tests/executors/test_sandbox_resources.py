@@ -157,7 +157,6 @@ def test_the_work_dir_is_full_at_the_disk_limit() -> None:
     assert content.endswith("(the sandbox's work dir holds at most 64 MiB)")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 class 6: a result frame counts whatever the exit")
 def test_a_result_written_by_hand_does_not_survive_a_crash(warm: Sandbox) -> None:
     assert run(warm, "forges_then_crashes", crash="segfault") == (
         "forges_then_crashes crashed: killed by SIGSEGV",
