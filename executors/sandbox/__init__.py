@@ -44,7 +44,7 @@ from ._probe import probe
 from ._refs import ToolRef, reference
 from ._uids import UIDS
 from ._view import needed_paths
-from ._wire import Call, Prepare
+from ._wire import Call, Prepare, Tree
 from ._workdir import workdir
 
 ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
@@ -99,9 +99,8 @@ class Sandbox:
         self._applied = tuple(name for name, layer in layers.items() if layer.in_force)
         self._sys_path = host_sys_path()
         modules = [r.module_file for r in self._tools.values() if r.module_file]
-        self._needed = needed_paths([*modules, *limits.writable_paths])
-        ahead = Prepare(self._applied, limits.network, self._needed)
-        self._pool = Pool(self._sys_path, warm, ahead)
+        self._tree = Tree(self._applied, needed_paths([*modules, *limits.writable_paths]), limits)
+        self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -128,12 +127,11 @@ class Sandbox:
                     uid=uid,
                     limits=self.limits,
                     layers=self._applied,
-                    needed=self._needed,
                 )
                 launcher = self._pool.acquire()
                 healthy = False
                 try:
-                    answer = exchange(launcher, call, wall_s)
+                    answer = exchange(launcher, self._tree, call, wall_s)
                     healthy = answer.healthy
                 finally:
                     self._pool.release(launcher, healthy)

@@ -26,7 +26,7 @@ from ._linux import set_parent_death_signal
 from ._refs import resolve
 from ._verdict import exception_hint, too_large_message
 from ._view import show
-from ._wire import Call, Message, Report, Result, frame, receive
+from ._wire import Call, Message, Report, Result, decode_only, frame, receive
 
 
 class _HintingTool(Tool):
@@ -112,19 +112,23 @@ def _show_workdir(call: Call, covers: dict[str, int], layers: dict[str, Layer]) 
 def serve(
     sock: socket.socket, made: dict[str, Layer], covers: dict[str, int], ahead: bool
 ) -> NoReturn:
-    """Wait on `sock` for the call and its result and output pipes, confine this process (the
-    launcher and init recorded the layers they `made`, and the `covers` of its mount
-    namespace), then run the call or, for a probe, report the layers; exits, never returns.
-    Made `ahead` of its call, it rehearses while it waits."""
+    """Wait on `sock` for the call (in a memfd) and its result and output pipes, confine this
+    process (the launcher and init recorded the layers they `made`, and the `covers` of its
+    mount namespace), then run the call or, for a probe, report the layers; exits, never
+    returns. Made `ahead` of its call, it rehearses while it waits."""
     set_parent_death_signal(signal.SIGKILL)
     if ahead:
         with contextlib.suppress(Exception):  # it would only have saved time
             _rehearse()
-    call, fds = receive(sock) or (None, [])
+    _, fds = receive(sock) or (None, [])
     sock.close()
-    if not isinstance(call, Call) or len(fds) != 2:
+    if len(fds) != 3:
         os._exit(0)  # the launcher let this tree go unused
-    result_fd, output_fd = fds
+    call_fd, result_fd, output_fd = fds
+    call = decode_only(os.pread(call_fd, os.fstat(call_fd).st_size, 0))
+    os.close(call_fd)
+    if not isinstance(call, Call):
+        os._exit(70)
     wanted = set(LAYERS) if call.probe else set(call.layers)
     layers = {name: layer for name, layer in made.items() if name in wanted}
     me = os.getpid()

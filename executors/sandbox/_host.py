@@ -1,5 +1,8 @@
 """The host's side: start a launcher, hand it one call, and watch the call's pipes.
 
+The call itself goes in a memfd the launcher passes on unread: a warm launcher forks every
+later call's tree from a state that never held this one's arguments.
+
 The host enforces what only it can see: the wall clock, the volume of stdout/stderr and the
 size of the result. On any of them it sends `Kill`; should the launcher not answer, its whole
 process group is killed and it is never used again.
@@ -29,7 +32,20 @@ from ._verdict import (
     stray_message,
     too_large_message,
 )
-from ._wire import Call, Done, Kill, Message, Prepare, Result, decode_only, receive, send
+from ._wire import (
+    Call,
+    Done,
+    Kill,
+    Message,
+    Prepare,
+    Result,
+    Start,
+    Tree,
+    decode_only,
+    frame,
+    receive,
+    send,
+)
 
 # The packages' __init__s import the sync executor, the whole core (the loop
 # and its `transitions` machine among it) and this host side; the launcher needs none of that,
@@ -156,15 +172,26 @@ class Exchange:
         return ToolOutcome(self.result.content, self.result.is_error)
 
 
-def exchange(launcher: Launcher, call: Call, wall_s: float) -> Exchange:
-    """Run `call` on `launcher` and collect everything the call sent back."""
+def _sealed(data: bytes) -> int:
+    """A memfd holding `data`."""
+    fd = os.memfd_create("turnstile-call", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return fd
+
+
+def exchange(launcher: Launcher, tree: Tree, call: Call, wall_s: float) -> Exchange:
+    """Run `call` on `launcher`, on a tree made for `tree`, and collect everything the call
+    sent back."""
+    call_fd = _sealed(frame(call))
     result_r, result_w = os.pipe()
     output_r, output_w = os.pipe()
     try:
-        send(launcher.sock, call, (result_w, output_w))
+        send(launcher.sock, Start(tree), (call_fd, result_w, output_w))
     finally:
-        os.close(result_w)
-        os.close(output_w)
+        for fd in (call_fd, result_w, output_w):
+            os.close(fd)
     try:
         return _watch(launcher, call, wall_s, result_r, output_r)
     finally:

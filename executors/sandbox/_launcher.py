@@ -1,7 +1,7 @@
 """The launcher: a clean interpreter that forks one confined process tree per call.
 
 The host starts it (`python -I -c BOOT`) in its own session with a scrubbed environment, then
-sends `Call`s over a unix socket. A cold sandbox uses a launcher for one call; a warm one keeps
+sends `Start`s over a unix socket. A cold sandbox uses a launcher for one call; a warm one keeps
 it and forks from it again. Per call:
 
     launcher ─ fork ─> init (pid 1 of a new pid namespace; new mount and net namespaces)
@@ -10,7 +10,9 @@ it and forks from it again. Per call:
 A tree is made before it is handed its call, and serves that one call only. A launcher told to
 `Prepare` (a warm one) makes the next call's tree while the current call runs, so a call costs
 a hand-over instead of two forks and three namespaces; nothing in a tree runs tool code before
-the tool process has confined itself for its call.
+the tool process has confined itself for its call. The launcher never reads a call (it passes
+the memfd holding it on to the tool's process): every tree it forks comes from a state that
+never held another call's arguments.
 
 When the tool's process exits, init tells the launcher how it ended and whether anything else
 was left, then exits; the kernel kills whatever is left in the namespace. The launcher answers
@@ -37,7 +39,7 @@ import socket
 
 from . import _child as child
 from . import _seccomp as seccomp
-from ._layers import LAYERS, Layer
+from ._layers import Layer
 from ._linux import (
     CLONE_NEWNET,
     CLONE_NEWNS,
@@ -52,12 +54,7 @@ from ._linux import (
     unshare,
 )
 from ._view import reveal
-from ._wire import Call, Done, Exited, Kill, Prepare, frame, receive, send
-
-_NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace")
-
-_Kind = tuple[frozenset[str], tuple[str, ...]]
-"""What a tree is made for: its namespaces, and the paths its mount namespace shows."""
+from ._wire import Done, Exited, Kill, Prepare, Start, Tree, frame, receive, send
 
 
 def _failed(e: OSError) -> Layer:
@@ -76,10 +73,6 @@ def _own_layers() -> dict[str, Layer]:
     except OSError as e:
         layers["subreaper"] = _failed(e)
     return layers
-
-
-def _kind(layers: tuple[str, ...], needed: tuple[str, ...]) -> _Kind:
-    return frozenset(name for name in _NAMESPACES if name in layers), needed
 
 
 def _still_running() -> bool:
@@ -102,20 +95,19 @@ def _keep_only(*fds: int) -> None:
     os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _init(kind: _Kind, layers: dict[str, Layer], up: int, down: int, ahead: bool) -> None:
+def _init(kind: Tree, layers: dict[str, Layer], up: int, down: int, ahead: bool) -> None:
     """A call's init: finish the namespaces, fork the tool's process (which waits on `down`
     for its call), wait for it, and tell the launcher on `up` how it ended. Its exit makes
     the kernel kill the rest of the pid namespace."""
-    namespaces, needed = kind
     set_parent_death_signal(signal.SIGKILL)
     covers: dict[str, int] = {}
-    if "mount_namespace" in namespaces:
+    if "mount_namespace" in kind.layers:
         try:
             if not layers.get("pid_namespace", Layer(False, "")).in_force:
                 raise OSError("needs pid_namespace")
             unshare(CLONE_NEWNS)
             private_mounts()
-            covers = reveal(needed)
+            covers = reveal(kind.needed)
             mount_proc()
             detail = "private /proc: only the call's processes"
             if covers:
@@ -123,7 +115,7 @@ def _init(kind: _Kind, layers: dict[str, Layer], up: int, down: int, ahead: bool
             layers["mount_namespace"] = Layer(True, detail)
         except OSError as e:
             layers["mount_namespace"] = _failed(e)
-    if "network_namespace" in namespaces:
+    if "network_namespace" in kind.layers:
         try:
             unshare(CLONE_NEWNET)
             layers["network_namespace"] = Layer(True, "no interface but a loopback that is down")
@@ -151,7 +143,7 @@ class _Tree:
     `up` hears from init, `down` hands the call to the tool's process."""
 
     def __init__(
-        self, kind: _Kind, pid_namespace: bool, pid: int, up: socket.socket, down: socket.socket
+        self, kind: Tree, pid_namespace: bool, pid: int, up: socket.socket, down: socket.socket
     ) -> None:
         self.kind = kind
         self.pid_namespace = pid_namespace
@@ -160,11 +152,11 @@ class _Tree:
         self.up = up
         self.down = down
 
-    def hand(self, call: Call, fds: list[int]) -> bool:
+    def hand(self, start: Start, fds: list[int]) -> bool:
         """Give the tool's process its call and the call's pipes (then closed here); False if
         that process is gone (killed from outside while it waited)."""
         try:
-            send(self.down, call, tuple(fds))
+            send(self.down, start, tuple(fds))
         except OSError:
             return False
         for fd in fds:
@@ -191,19 +183,16 @@ class _Tree:
         self.reap()
 
 
-def _make(
-    kind: _Kind, network: bool, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
-) -> _Tree:
+def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool) -> _Tree:
     """Fork a call's init (into a new pid namespace if wanted), which closes every descriptor
     of the launcher's; a tree made `ahead` of its call readies itself while it waits."""
-    namespaces = kind[0]
     with contextlib.suppress(OSError):
-        seccomp.compiled(network=network)  # once per launcher; every tree inherits the program
+        seccomp.compiled(network=kind.limits.network)  # once per launcher; trees inherit it
     layers = dict(own)
     up, init_up = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     down, init_down = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     in_namespace = False
-    if "pid_namespace" in namespaces:
+    if "pid_namespace" in kind.layers:
         try:
             unshare(CLONE_NEWPID)
             in_namespace = True
@@ -282,34 +271,32 @@ class _Trees:
         limit_malloc_arenas(2)  # once, here, for every call's processes
         self._own = _own_layers()
         self._own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        self._ahead: Prepare | None = None
+        self._ahead: Tree | None = None
         self._ready: _Tree | None = None
 
-    def _make(self, kind: _Kind, network: bool, ahead: bool) -> _Tree:
-        return _make(kind, network, self._own, self._own_pid_namespace, ahead)
+    def _make(self, kind: Tree, ahead: bool) -> _Tree:
+        return _make(kind, self._own, self._own_pid_namespace, ahead)
 
     def _refill(self) -> None:
         if self._ahead is not None and self._ready is None:
-            kind = _kind(self._ahead.layers, self._ahead.needed)
-            self._ready = self._make(kind, self._ahead.network, True)
+            self._ready = self._make(self._ahead, True)
 
     def prepare(self, message: Prepare) -> None:
-        if "pid_namespace" in message.layers:
+        if "pid_namespace" in message.tree.layers:
             _load_core()
             self.discard()
-            self._ahead = message
+            self._ahead = message.tree
             self._refill()
 
-    def start(self, call: Call, fds: list[int]) -> _Tree:
-        """Hand `call` to the ready tree if it was made for calls like it, else to a new one;
-        then make the next."""
-        kind = _kind(LAYERS if call.probe else call.layers, call.needed)
+    def start(self, start: Start, fds: list[int]) -> _Tree:
+        """Hand the call to the ready tree if it was made for calls like it, else to a new
+        one; then make the next."""
         tree, self._ready = self._ready, None
-        if tree is None or tree.kind != kind or not tree.hand(call, fds):
+        if tree is None or tree.kind != start.tree or not tree.hand(start, fds):
             if tree is not None:
                 tree.discard()
-            tree = self._make(kind, call.limits.network, False)
-            if not tree.hand(call, fds):
+            tree = self._make(start.tree, False)
+            if not tree.hand(start, fds):
                 raise OSError(f"the tool process of a tree just made is gone (init {tree.pid})")
         if tree.pid_namespace:
             self._refill()
@@ -341,7 +328,7 @@ def main(sock_fd: int) -> None:
         message, fds = got
         if isinstance(message, Prepare):
             trees.prepare(message)
-        if not isinstance(message, Call):
+        if not isinstance(message, Start):
             for fd in fds:
                 os.close(fd)
             continue

@@ -18,7 +18,7 @@ from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
 from ._uids import UIDS
 from ._view import needed_paths
-from ._wire import Call, Report
+from ._wire import Call, Report, Tree
 from ._workdir import workdir
 
 _PROBE_WALL_S = 60.0
@@ -27,6 +27,7 @@ _PROBE_WALL_S = 60.0
 @functools.cache
 def probe(network: bool) -> dict[str, Layer]:
     """Every layer's status on this machine, for calls with or without network."""
+    limits = SandboxLimits(network=network)
     uid = UIDS.acquire() if os.geteuid() == 0 else None
     try:
         with workdir(uid) as path:
@@ -36,14 +37,15 @@ def probe(network: bool) -> dict[str, Layer]:
                 arguments={},
                 workdir=path,
                 uid=uid,
-                limits=SandboxLimits(network=network),
+                limits=limits,
                 layers=LAYERS,
-                needed=needed_paths(()),
                 probe=True,
             )
             launcher = Launcher(host_sys_path())
             try:
-                answer = exchange(launcher, call, _PROBE_WALL_S)
+                answer = exchange(
+                    launcher, Tree(LAYERS, needed_paths(()), limits), call, _PROBE_WALL_S
+                )
             finally:
                 launcher.close()
     finally:

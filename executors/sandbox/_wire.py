@@ -1,10 +1,12 @@
 """What crosses between the host, a launcher and a call's processes: msgpack-encoded msgspec
 messages, each framed as a 4-byte big-endian length and the message.
 
-The host sends `Call`/`Kill`/`Prepare` to a launcher over a unix socket (with the call's pipe
-ends as attached descriptors) and gets `Done` back. The launcher hands the `Call` on to the
-tool's process (with the pipes), which writes one `Result` (or, for a probe, a `Report`) to the
-result pipe; the call's init tells the launcher how the tool's process ended (`Exited`).
+The host sends `Start`/`Kill`/`Prepare` to a launcher over a unix socket and gets `Done` back.
+A `Start` comes with three descriptors: a memfd holding the framed `Call`, and the call's result
+and output pipes. The launcher never reads the memfd (the trees it forks later must not inherit
+a call); it hands all three on to the tool's process, which reads its `Call`, writes one
+`Result` (or, for a probe, a `Report`) to the result pipe; the call's init tells the launcher
+how the tool's process ended (`Exited`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ __all__ = [
     "Prepare",
     "Report",
     "Result",
+    "Start",
+    "Tree",
     "decode_only",
     "frame",
     "receive",
@@ -41,7 +45,7 @@ _HEADER = struct.Struct(">I")
 class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` as
     `uid`, applying `layers` (all of them, or the call fails); a probe tries every layer and
-    reports. `needed` are the paths the call must read (see `_view`)."""
+    reports."""
 
     tool: str
     spec: ToolSpec
@@ -51,8 +55,22 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     uid: int | None
     limits: SandboxLimits
     layers: tuple[str, ...]
-    needed: tuple[str, ...]
     probe: bool = False
+
+
+class Tree(msgspec.Struct, frozen=True):
+    """What a call's process tree is made for: calls applying `layers` within `limits` that
+    need `needed` (the paths they read, see `_view`). The same for every call of a sandbox."""
+
+    layers: tuple[str, ...]
+    needed: tuple[str, ...]
+    limits: SandboxLimits
+
+
+class Start(msgspec.Struct, tag="start", frozen=True):
+    """Run the call sent along (in a memfd, with its pipes) on a tree made for `tree`."""
+
+    tree: Tree
 
 
 class Kill(msgspec.Struct, tag="kill", frozen=True):
@@ -60,13 +78,10 @@ class Kill(msgspec.Struct, tag="kill", frozen=True):
 
 
 class Prepare(msgspec.Struct, tag="prepare", frozen=True):
-    """Keep the next call's process tree made ahead, for calls applying `layers` (with or
-    without `network`) that need `needed`: a warm launcher's calls then cost no fork and no
-    namespace setup."""
+    """Keep the next call's process tree made ahead, for calls like `tree`: a warm launcher's
+    calls then cost no fork and no namespace setup."""
 
-    layers: tuple[str, ...]
-    network: bool
-    needed: tuple[str, ...]
+    tree: Tree
 
 
 class Done(msgspec.Struct, tag="done", frozen=True):
@@ -96,7 +111,7 @@ class Exited(msgspec.Struct, tag="exited", frozen=True):
     strays: bool
 
 
-Message = Call | Kill | Prepare | Done | Result | Report | Exited
+Message = Call | Start | Kill | Prepare | Done | Result | Report | Exited
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)

@@ -52,9 +52,6 @@ def warm() -> Iterator[Sandbox]:
         yield sandbox
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 14 class 2: a warm launcher forks the next tree holding the call"
-)
 def test_no_later_call_of_a_warm_launcher_finds_an_earlier_call_s_arguments(
     warm: Sandbox,
 ) -> None:
