@@ -42,7 +42,6 @@ from ._limits import SandboxLimits
 from ._pool import Pool
 from ._probe import probe
 from ._refs import ToolRef, reference
-from ._uids import UIDS
 from ._view import needed_paths
 from ._wire import Call, Prepare, Tree
 from ._workdir import workdir
@@ -115,9 +114,8 @@ class Sandbox:
         if ref is None:
             return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
         wall_s = ref.spec.timeout_s or self.limits.wall_s
-        uid = UIDS.acquire() if "separate_uid" in self._applied else None
         try:
-            with workdir(uid) as path:
+            with workdir("separate_uid" in self._applied) as (path, uid):
                 call = Call(
                     tool=ref.path,
                     spec=ref.spec,
@@ -135,12 +133,9 @@ class Sandbox:
                     healthy = answer.healthy
                 finally:
                     self._pool.release(launcher, healthy)
-                return answer.outcome(name, self.limits, wall_s)
+            return answer.outcome(name, self.limits, wall_s)
         except Exception as e:  # the sandbox's own failure must not end the run
             return ToolOutcome(f"the sandbox failed to run {name}: {type(e).__name__}: {e}", True)
-        finally:
-            if uid is not None:
-                UIDS.release(uid)
 
     def close(self) -> None:
         """Stop the warm launchers; calls after this fail."""

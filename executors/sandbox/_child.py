@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._confine import RESULT_FD, confine, plumb, rehearse
+from ._disk import mount_workdir
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
 from ._linux import set_parent_death_signal
@@ -109,6 +110,16 @@ def _show_workdir(call: Call, covers: dict[str, int], layers: dict[str, Layer]) 
         layers["mount_namespace"] = Layer(True, detail)
 
 
+def _workdir_tmpfs(call: Call, layers: dict[str, Layer]) -> Layer:
+    """Give the call's work dir a tmpfs of its own, in the call's mount namespace."""
+    if not layers.get("mount_namespace", Layer(False, "")).in_force:
+        return Layer(False, "needs mount_namespace")
+    try:
+        return Layer(True, mount_workdir(call.workdir, call.limits, call.uid))
+    except OSError as e:
+        return Layer(False, e.strerror or str(e))
+
+
 def serve(
     sock: socket.socket, made: dict[str, Layer], covers: dict[str, int], ahead: bool
 ) -> NoReturn:
@@ -136,6 +147,8 @@ def serve(
     try:
         if layers.get("mount_namespace", Layer(False, "")).in_force:
             _show_workdir(call, covers, layers)
+        if "workdir_tmpfs" in wanted:
+            layers["workdir_tmpfs"] = _workdir_tmpfs(call, layers)
         plumb(result_fd, output_fd)  # closes the covers' handles too
         ready = all(layer.in_force for layer in layers.values())
         ready = confine(call, wanted, layers) and ready

@@ -15,6 +15,7 @@ LAYERS: tuple[str, ...] = (
     "subreaper",
     "pid_namespace",
     "mount_namespace",
+    "workdir_tmpfs",
     "network_namespace",
     "scrubbed_env",
     "rlimits",

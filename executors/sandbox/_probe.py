@@ -16,7 +16,6 @@ from turnstile.core import ToolSpec
 from ._host import Launcher, exchange, host_sys_path
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
-from ._uids import UIDS
 from ._view import needed_paths
 from ._wire import Call, Report, Tree
 from ._workdir import workdir
@@ -28,29 +27,22 @@ _PROBE_WALL_S = 60.0
 def probe(network: bool) -> dict[str, Layer]:
     """Every layer's status on this machine, for calls with or without network."""
     limits = SandboxLimits(network=network)
-    uid = UIDS.acquire() if os.geteuid() == 0 else None
-    try:
-        with workdir(uid) as path:
-            call = Call(
-                tool="",
-                spec=ToolSpec("probe"),
-                arguments={},
-                workdir=path,
-                uid=uid,
-                limits=limits,
-                layers=LAYERS,
-                probe=True,
-            )
-            launcher = Launcher(host_sys_path())
-            try:
-                answer = exchange(
-                    launcher, Tree(LAYERS, needed_paths(()), limits), call, _PROBE_WALL_S
-                )
-            finally:
-                launcher.close()
-    finally:
-        if uid is not None:
-            UIDS.release(uid)
+    with workdir(os.geteuid() == 0) as (path, uid):
+        call = Call(
+            tool="",
+            spec=ToolSpec("probe"),
+            arguments={},
+            workdir=path,
+            uid=uid,
+            limits=limits,
+            layers=LAYERS,
+            probe=True,
+        )
+        launcher = Launcher(host_sys_path())
+        try:
+            answer = exchange(launcher, Tree(LAYERS, needed_paths(()), limits), call, _PROBE_WALL_S)
+        finally:
+            launcher.close()
     if not isinstance(answer.result, Report):
         reason = answer.output.decode(errors="replace").strip()[-300:] or "no report"
         return {name: Layer(False, f"the sandbox's probe failed: {reason}") for name in LAYERS}

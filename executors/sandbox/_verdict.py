@@ -38,6 +38,8 @@ def exception_hint(exc: BaseException, limits: SandboxLimits) -> str | None:
         return f"the sandbox allows {limits.open_files} open files"
     if exc.errno == errno.EFBIG:
         return f"the sandbox's file size limit is {size(limits.file_bytes)}"
+    if exc.errno == errno.ENOSPC:
+        return f"the sandbox's work dir holds at most {size(limits.disk_bytes)}"
     if isinstance(exc, BlockingIOError) and exc.errno == errno.EAGAIN:
         return f"the sandbox allows {limits.processes} processes"
     if not limits.network and exc.errno in _UNREACHABLE:

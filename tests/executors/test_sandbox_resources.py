@@ -65,9 +65,6 @@ def test_no_later_call_of_a_warm_launcher_finds_an_earlier_call_s_arguments(
     assert not is_error and json.loads(content) == [planted]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 14 class 4: rmtree recurses, and its time has no bound"
-)
 def test_a_deep_tree_and_a_flood_of_files_are_gone_before_the_next_call(warm: Sandbox) -> None:
     content, is_error = run(warm, "buries", depth=1500, files=30_000)
     back = time.monotonic()
@@ -81,7 +78,6 @@ def test_a_deep_tree_and_a_flood_of_files_are_gone_before_the_next_call(warm: Sa
     assert (json.loads(content), is_error) == ({"workdir": [], "others": []}, False)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 class 4: uids are reused last-in-first-out")
 def test_a_user_id_is_not_given_to_the_very_next_call(warm: Sandbox) -> None:
     needs("separate_uid")
     uids = [run(warm, "whoami")[0] for _ in range(3)]
@@ -143,7 +139,6 @@ def test_cpu_time_spread_over_forks_is_stopped_at_the_call_s_cpu_limit() -> None
     assert time.monotonic() - start < 5  # 3.2 s of CPU, on however many cores
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 class 5: the work dir has no size cap")
 def test_the_work_dir_is_full_at_the_disk_limit() -> None:
     needs("workdir_tmpfs")
     with Sandbox([r.fills_workdir], SandboxLimits(disk_bytes=64 * MiB)) as box:
