@@ -24,11 +24,13 @@ from dataclasses import dataclass
 
 from turnstile.core import ToolOutcome
 
+from ._cgroup import remove_leftovers
 from ._limits import SandboxLimits
 from ._verdict import (
     exit_message,
     forged_message,
     killed_message,
+    limit_message,
     stray_message,
     too_large_message,
 )
@@ -124,7 +126,8 @@ class Launcher:
         self.process.wait()
 
     def kill(self) -> None:
-        """Kill the launcher's whole process group, then reap the launcher."""
+        """Kill the launcher's whole process group, reap the launcher, and remove the cgroups
+        it had no time to."""
         self.sock.close()
         if self.process.poll() is None:
             try:
@@ -132,6 +135,7 @@ class Launcher:
             except ProcessLookupError:
                 pass
         self.process.wait()
+        remove_leftovers(self.process.pid)
 
 
 @dataclass
@@ -160,6 +164,8 @@ class Exchange:
             return ToolOutcome(killed_message(name, self.reason, limits, wall_s), True)
         if self.reason == "result":
             return ToolOutcome(too_large_message(name, limits), True)
+        if self.done is not None and self.done.limit is not None:
+            return ToolOutcome(limit_message(name, self.done.limit, limits), True)
         status = None if self.done is None else self.done.wait_status
         if self.done is None or status is None:
             return ToolOutcome(f"the sandbox failed to run {name}", True)

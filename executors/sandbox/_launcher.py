@@ -14,6 +14,9 @@ the tool process has confined itself for its call. The launcher never reads a ca
 the memfd holding it on to the tool's process): every tree it forks comes from a state that
 never held another call's arguments.
 
+Each tree joins a cgroup of its own (see `_cgroup`), made with it: the launcher reads the call's
+CPU time from it while the call runs, and kills the call at its CPU limit.
+
 When the tool's process exits, init tells the launcher how it ended and whether anything else
 was left, then exits; the kernel kills whatever is left in the namespace. The launcher answers
 `Done` once init has exited, and so every process of the call with it (init's exit waits for
@@ -39,6 +42,7 @@ import socket
 
 from . import _child as child
 from . import _seccomp as seccomp
+from ._cgroup import Cgroup
 from ._layers import Layer
 from ._linux import (
     CLONE_NEWNET,
@@ -55,6 +59,11 @@ from ._linux import (
 )
 from ._view import reveal
 from ._wire import Done, Exited, Kill, Prepare, Start, Tree, frame, receive, send
+
+_CPUS = len(os.sched_getaffinity(0))
+_LOOK_S = 0.01
+"""The shortest wait between two looks at a call's CPU time: it may overrun its limit by as
+much CPU time as its processes use in that while."""
 
 
 def _failed(e: OSError) -> Layer:
@@ -95,11 +104,18 @@ def _keep_only(*fds: int) -> None:
     os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _init(kind: Tree, layers: dict[str, Layer], up: int, down: int, ahead: bool) -> None:
-    """A call's init: finish the namespaces, fork the tool's process (which waits on `down`
-    for its call), wait for it, and tell the launcher on `up` how it ended. Its exit makes
-    the kernel kill the rest of the pid namespace."""
+def _init(
+    kind: Tree, layers: dict[str, Layer], cgroup: Cgroup | None, up: int, down: int, ahead: bool
+) -> None:
+    """A call's init: join the call's cgroup, finish the namespaces, fork the tool's process
+    (which waits on `down` for its call), wait for it, and tell the launcher on `up` how it
+    ended. Its exit makes the kernel kill the rest of the pid namespace."""
     set_parent_death_signal(signal.SIGKILL)
+    if cgroup is not None:
+        try:
+            cgroup.join()
+        except OSError as e:
+            layers["cgroup"] = _failed(e)
     covers: dict[str, int] = {}
     if "mount_namespace" in kind.layers:
         try:
@@ -143,10 +159,17 @@ class _Tree:
     `up` hears from init, `down` hands the call to the tool's process."""
 
     def __init__(
-        self, kind: Tree, pid_namespace: bool, pid: int, up: socket.socket, down: socket.socket
+        self,
+        kind: Tree,
+        pid_namespace: bool,
+        cgroup: Cgroup | None,
+        pid: int,
+        up: socket.socket,
+        down: socket.socket,
     ) -> None:
         self.kind = kind
         self.pid_namespace = pid_namespace
+        self.cgroup = cgroup
         self.pid = pid
         self.pidfd = os.pidfd_open(pid)
         self.up = up
@@ -169,13 +192,16 @@ class _Tree:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def reap(self) -> None:
-        """Wait for init to exit (with a pid namespace: for the whole tree to be gone)."""
+        """Wait for init to exit (with a pid namespace: for the whole tree to be gone), then
+        remove the tree's cgroup."""
         if self.pidfd >= 0:
             os.waitpid(self.pid, 0)
             os.close(self.pidfd)
             self.pidfd = -1
             self.up.close()
             self.down.close()
+            if self.cgroup is not None:
+                self.cgroup.remove()
 
     def discard(self) -> None:
         """Kill and reap a tree no call was handed."""
@@ -189,6 +215,13 @@ def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
     with contextlib.suppress(OSError):
         seccomp.compiled(network=kind.limits.network)  # once per launcher; trees inherit it
     layers = dict(own)
+    cgroup = None
+    if "cgroup" in kind.layers:
+        try:
+            cgroup = Cgroup(kind.limits)
+            layers["cgroup"] = Layer(True, cgroup.detail)
+        except OSError as e:
+            layers["cgroup"] = _failed(e)
     up, init_up = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     down, init_down = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     in_namespace = False
@@ -204,14 +237,14 @@ def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
     if pid == 0:
         try:
             _keep_only(init_up.fileno(), init_down.fileno())
-            _init(kind, layers, init_up.detach(), init_down.detach(), ahead)
+            _init(kind, layers, cgroup, init_up.detach(), init_down.detach(), ahead)
         finally:
             os._exit(70)
     if in_namespace:
         setns(own_pid_namespace, CLONE_NEWPID)
     init_up.close()
     init_down.close()
-    return _Tree(kind, in_namespace, pid, up, down)
+    return _Tree(kind, in_namespace, cgroup, pid, up, down)
 
 
 def _sweep() -> bool:
@@ -232,16 +265,30 @@ def _sweep() -> bool:
     return found
 
 
+def _cpu_wait(tree: _Tree) -> float | None:
+    """Milliseconds until the call could first reach its CPU limit (its processes use at most
+    every CPU at once): 0 once it has, None if it has no cgroup to tell."""
+    if tree.cgroup is None:
+        return None
+    left = tree.kind.limits.cpu_s - tree.cgroup.cpu_s()
+    return 0 if left <= 0 else max(left / _CPUS, _LOOK_S) * 1000
+
+
 def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
-    """Wait for the call's init to exit, killing it on `Kill` or if the host goes away. Returns
-    the `Done` to send and whether the host is gone."""
+    """Wait for the call's init to exit, killing it on `Kill`, if the host goes away, or at
+    the call's CPU limit. Returns the `Done` to send and whether the host is gone."""
     poller = select.poll()
     for fd in (tree.pidfd, sock.fileno(), tree.up.fileno()):
         poller.register(fd, select.POLLIN)
     killed = gone = exited = heard = False
     ended: Exited | None = None
+    limit = None
     while not exited:
-        ready = {fd for fd, _ in poller.poll()}
+        wait = None if limit is not None else _cpu_wait(tree)
+        if wait == 0:
+            tree.kill()
+            limit, wait = "cpu", None
+        ready = {fd for fd, _ in poller.poll(wait)}
         exited = tree.pidfd in ready
         if tree.up.fileno() in ready or (exited and not heard):
             got = receive(tree.up)
@@ -256,10 +303,12 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
                 tree.kill()
                 killed, gone = True, got is None
                 poller.unregister(sock)
+    if limit is None and tree.cgroup is not None and tree.cgroup.oom_killed():
+        limit = "memory"
     tree.reap()
     strays = (not tree.pid_namespace and _sweep()) or (ended is not None and ended.strays)
     wait_status = None if ended is None else ended.wait_status
-    return Done(killed, strays, wait_status), gone
+    return Done(killed, strays, wait_status, limit), gone
 
 
 class _Trees:
@@ -298,6 +347,8 @@ class _Trees:
             tree = self._make(start.tree, False)
             if not tree.hand(start, fds):
                 raise OSError(f"the tool process of a tree just made is gone (init {tree.pid})")
+        if tree.cgroup is not None:
+            tree.cgroup.begin()
         if tree.pid_namespace:
             self._refill()
         return tree

@@ -16,6 +16,7 @@ LAYERS: tuple[str, ...] = (
     "pid_namespace",
     "mount_namespace",
     "workdir_tmpfs",
+    "cgroup",
     "network_namespace",
     "scrubbed_env",
     "rlimits",

@@ -11,6 +11,7 @@ __all__ = [
     "exit_message",
     "forged_message",
     "killed_message",
+    "limit_message",
     "stray_message",
     "too_large_message",
 ]
@@ -81,6 +82,20 @@ def forged_message(name: str) -> str:
     return f"{name} wrote to the sandbox's result pipe itself; its result cannot be trusted"
 
 
+def _cpu_message(name: str, limits: SandboxLimits) -> str:
+    return f"{name} was stopped after {limits.cpu_s} s of CPU time (the sandbox's CPU limit)"
+
+
+def limit_message(name: str, limit: str, limits: SandboxLimits) -> str:
+    """A call ended at a limit of all its processes together: `limit` is "cpu" or "memory"."""
+    if limit == "cpu":
+        return _cpu_message(name, limits)
+    return (
+        f"{name} was killed: its processes together used more than "
+        f"{size(limits.memory_bytes)} of memory (the sandbox's memory limit)"
+    )
+
+
 def _last_line(output: bytes) -> str:
     lines = output.decode(errors="replace").strip().splitlines()
     return lines[-1][:200] if lines else ""
@@ -98,9 +113,7 @@ def exit_message(name: str, wait_status: int, limits: SandboxLimits, output: byt
     if os.WIFSIGNALED(wait_status):
         signum = os.WTERMSIG(wait_status)
         if signum == signal.SIGXCPU:
-            return (
-                f"{name} was stopped after {limits.cpu_s} s of CPU time (the sandbox's CPU limit)"
-            )
+            return _cpu_message(name, limits)
         if signum == signal.SIGXFSZ:
             return (
                 f"{name} was stopped: it wrote a file over {size(limits.file_bytes)} "

@@ -87,11 +87,13 @@ class Prepare(msgspec.Struct, tag="prepare", frozen=True):
 class Done(msgspec.Struct, tag="done", frozen=True):
     """The call's processes are all gone; `killed` if a `Kill` ended it, `strays` if some were
     still running after the tool's own process had exited, `wait_status` how that process
-    ended (as `os.waitpid` gives it; None if its init could not tell)."""
+    ended (as `os.waitpid` gives it; None if its init could not tell), `limit` the limit of
+    the call's processes together ("cpu", "memory") that ended it, if one did."""
 
     killed: bool
     strays: bool
     wait_status: int | None
+    limit: str | None = None
 
 
 class Result(msgspec.Struct, tag="result", frozen=True):

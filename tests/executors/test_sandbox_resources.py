@@ -84,7 +84,6 @@ def test_a_user_id_is_not_given_to_the_very_next_call(warm: Sandbox) -> None:
     assert len(set(uids)) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 class 5: no per-call memory total")
 @pytest.mark.parametrize(
     ("name", "arguments"),
     [
@@ -108,7 +107,6 @@ def test_memory_outside_the_address_space_counts_towards_the_call_s_memory(
     assert shmem() < before + 64 * MiB  # nothing of it outlives the call
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 class 5: no per-call memory total")
 def test_sysv_shared_memory_counts_towards_the_call_s_memory() -> None:
     needs("cgroup")
     key, before = 0x7500_0000 + os.getpid() % 0x10000 * 64, shmem()
@@ -126,7 +124,6 @@ def test_sysv_shared_memory_counts_towards_the_call_s_memory() -> None:
         r.remove_segments(key, 48)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 class 5: CPU is limited per process only")
 def test_cpu_time_spread_over_forks_is_stopped_at_the_call_s_cpu_limit() -> None:
     needs("cgroup")
     with Sandbox([r.burns_in_forks], SandboxLimits(cpu_s=1, wall_s=20)) as box:
