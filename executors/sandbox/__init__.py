@@ -30,6 +30,7 @@ __all__ = [
     "available_layers",
 ]
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -44,7 +45,7 @@ from ._probe import probe
 from ._refs import ToolRef, reference
 from ._view import needed_paths
 from ._wire import Call, Prepare, Tree
-from ._workdir import workdir
+from ._workdir import home, remove, workdir
 
 ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
 """Layers every sandbox needs: without them (a failed probe, say) none is built."""
@@ -98,7 +99,10 @@ class Sandbox:
         self._applied = tuple(name for name, layer in layers.items() if layer.in_force)
         self._sys_path = host_sys_path()
         modules = [r.module_file for r in self._tools.values() if r.module_file]
-        self._tree = Tree(self._applied, needed_paths([*modules, *limits.writable_paths]), limits)
+        needed = needed_paths([*modules, *limits.writable_paths])
+        calls_home = home() if "workdir_tmpfs" in self._applied else None
+        self._tree = Tree(self._applied, needed, limits, calls_home)
+        self._removes_home = calls_home and weakref.finalize(self, remove, calls_home)
         self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 
     @property
@@ -115,7 +119,7 @@ class Sandbox:
             return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
         wall_s = ref.spec.timeout_s or self.limits.wall_s
         try:
-            with workdir("separate_uid" in self._applied) as (path, uid):
+            with workdir("separate_uid" in self._applied, self._tree.home is None) as (path, uid):
                 call = Call(
                     tool=ref.path,
                     spec=ref.spec,
@@ -140,6 +144,8 @@ class Sandbox:
     def close(self) -> None:
         """Stop the warm launchers; calls after this fail."""
         self._pool.close()
+        if self._removes_home:
+            self._removes_home()
 
     def __enter__(self) -> Sandbox:
         return self

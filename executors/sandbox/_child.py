@@ -17,10 +17,10 @@ import socket
 import sys
 from typing import Any, NoReturn
 
+import msgspec
 from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._confine import RESULT_FD, confine, plumb, rehearse
-from ._disk import mount_workdir
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
 from ._linux import set_parent_death_signal
@@ -110,23 +110,17 @@ def _show_workdir(call: Call, covers: dict[str, int], layers: dict[str, Layer]) 
         layers["mount_namespace"] = Layer(True, detail)
 
 
-def _workdir_tmpfs(call: Call, layers: dict[str, Layer]) -> Layer:
-    """Give the call's work dir a tmpfs of its own, in the call's mount namespace."""
-    if not layers.get("mount_namespace", Layer(False, "")).in_force:
-        return Layer(False, "needs mount_namespace")
-    try:
-        return Layer(True, mount_workdir(call.workdir, call.limits, call.uid))
-    except OSError as e:
-        return Layer(False, e.strerror or str(e))
-
-
 def serve(
-    sock: socket.socket, made: dict[str, Layer], covers: dict[str, int], ahead: bool
+    sock: socket.socket,
+    made: dict[str, Layer],
+    covers: dict[str, int],
+    workdir: str | None,
+    ahead: bool,
 ) -> NoReturn:
     """Wait on `sock` for the call (in a memfd) and its result and output pipes, confine this
-    process (the launcher and init recorded the layers they `made`, and the `covers` of its
-    mount namespace), then run the call or, for a probe, report the layers; exits, never
-    returns. Made `ahead` of its call, it rehearses while it waits."""
+    process (the launcher and init recorded the layers they `made`, the `covers` of its mount
+    namespace and the `workdir` they made), then run the call or, for a probe, report the
+    layers; exits, never returns. Made `ahead` of its call, it rehearses while it waits."""
     set_parent_death_signal(signal.SIGKILL)
     if ahead:
         with contextlib.suppress(Exception):  # it would only have saved time
@@ -145,10 +139,12 @@ def serve(
     me = os.getpid()
     code = 0
     try:
-        if layers.get("mount_namespace", Layer(False, "")).in_force:
+        if not call.workdir and workdir is not None:  # made by its tree, in its tmpfs
+            call = msgspec.structs.replace(call, workdir=workdir)
+            if call.uid is not None and layers.get("workdir_tmpfs", Layer(False, "")).in_force:
+                os.chown(workdir, call.uid, call.uid)
+        elif layers.get("mount_namespace", Layer(False, "")).in_force:
             _show_workdir(call, covers, layers)
-        if "workdir_tmpfs" in wanted:
-            layers["workdir_tmpfs"] = _workdir_tmpfs(call, layers)
         plumb(result_fd, output_fd)  # closes the covers' handles too
         ready = all(layer.in_force for layer in layers.values())
         ready = confine(call, wanted, layers) and ready

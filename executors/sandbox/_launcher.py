@@ -43,6 +43,7 @@ import socket
 from . import _child as child
 from . import _seccomp as seccomp
 from ._cgroup import Cgroup
+from ._disk import own_workdir
 from ._layers import Layer
 from ._linux import (
     CLONE_NEWNET,
@@ -107,9 +108,10 @@ def _keep_only(*fds: int) -> None:
 def _init(
     kind: Tree, layers: dict[str, Layer], cgroup: Cgroup | None, up: int, down: int, ahead: bool
 ) -> None:
-    """A call's init: join the call's cgroup, finish the namespaces, fork the tool's process
-    (which waits on `down` for its call), wait for it, and tell the launcher on `up` how it
-    ended. Its exit makes the kernel kill the rest of the pid namespace."""
+    """A call's init: join the call's cgroup, finish the namespaces, make the call's work dir
+    in a tmpfs of its own, fork the tool's process (which waits on `down` for its call), wait
+    for it, and tell the launcher on `up` how it ended. Its exit makes the kernel kill the
+    rest of the pid namespace, and drop the tmpfs."""
     set_parent_death_signal(signal.SIGKILL)
     if cgroup is not None:
         try:
@@ -131,6 +133,15 @@ def _init(
             layers["mount_namespace"] = Layer(True, detail)
         except OSError as e:
             layers["mount_namespace"] = _failed(e)
+    workdir = kind.home  # where a call whose tmpfs failed is refused
+    if "workdir_tmpfs" in kind.layers:
+        try:
+            if not layers.get("mount_namespace", Layer(False, "")).in_force or not kind.home:
+                raise OSError("needs mount_namespace")
+            workdir, detail = own_workdir(kind.home, kind.limits, covers)
+            layers["workdir_tmpfs"] = Layer(True, detail)
+        except OSError as e:
+            layers["workdir_tmpfs"] = _failed(e)
     if "network_namespace" in kind.layers:
         try:
             unshare(CLONE_NEWNET)
@@ -140,7 +151,7 @@ def _init(
     pid = os.fork()
     if pid == 0:
         os.close(up)
-        child.serve(socket.socket(fileno=down), layers, covers, ahead)
+        child.serve(socket.socket(fileno=down), layers, covers, workdir, ahead)
     os.close(down)
     for handle in covers.values():
         os.close(handle)

@@ -18,7 +18,7 @@ from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
 from ._view import needed_paths
 from ._wire import Call, Report, Tree
-from ._workdir import workdir
+from ._workdir import home, remove, workdir
 
 _PROBE_WALL_S = 60.0
 
@@ -27,7 +27,9 @@ _PROBE_WALL_S = 60.0
 def probe(network: bool) -> dict[str, Layer]:
     """Every layer's status on this machine, for calls with or without network."""
     limits = SandboxLimits(network=network)
-    with workdir(os.geteuid() == 0) as (path, uid):
+    calls_home = home()
+    tree = Tree(LAYERS, needed_paths(()), limits, calls_home)
+    with workdir(os.geteuid() == 0, False) as (path, uid):
         call = Call(
             tool="",
             spec=ToolSpec("probe"),
@@ -40,9 +42,10 @@ def probe(network: bool) -> dict[str, Layer]:
         )
         launcher = Launcher(host_sys_path())
         try:
-            answer = exchange(launcher, Tree(LAYERS, needed_paths(()), limits), call, _PROBE_WALL_S)
+            answer = exchange(launcher, tree, call, _PROBE_WALL_S)
         finally:
             launcher.close()
+            remove(calls_home)
     if not isinstance(answer.result, Report):
         reason = answer.output.decode(errors="replace").strip()[-300:] or "no report"
         return {name: Layer(False, f"the sandbox's probe failed: {reason}") for name in LAYERS}

@@ -43,9 +43,9 @@ _HEADER = struct.Struct(">I")
 
 
 class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
-    """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` as
-    `uid`, applying `layers` (all of them, or the call fails); a probe tries every layer and
-    reports."""
+    """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` ("":
+    the one its tree made, in the call's own tmpfs) as `uid`, applying `layers` (all of them,
+    or the call fails); a probe tries every layer and reports."""
 
     tool: str
     spec: ToolSpec
@@ -60,11 +60,14 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
 
 class Tree(msgspec.Struct, frozen=True):
     """What a call's process tree is made for: calls applying `layers` within `limits` that
-    need `needed` (the paths they read, see `_view`). The same for every call of a sandbox."""
+    need `needed` (the paths they read, see `_view`), with their work dirs below `home` (an
+    empty dir the tree covers with the call's tmpfs; None without one). The same for every
+    call of a sandbox."""
 
     layers: tuple[str, ...]
     needed: tuple[str, ...]
     limits: SandboxLimits
+    home: str | None = None
 
 
 class Start(msgspec.Struct, tag="start", frozen=True):

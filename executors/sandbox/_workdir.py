@@ -1,14 +1,15 @@
 """A call's work dir and user, handed out together and taken back together.
 
-The dir is made empty here. Where the call has a mount namespace, its files live in a tmpfs
-mounted over the dir there (see `_disk`), gone with the call, and the dir is left empty;
-otherwise they are deleted here, one directory at a time and relative to open descriptors, so
-that no depth or path length can make it fail. Its uid goes back to the pool only once the dir
-is gone, and to the end of the queue (see `_uids`)."""
+Where calls get a tmpfs of their own (see `_disk`), a sandbox has one empty `home` on the
+host, which each call's tree covers with its tmpfs in its own mount namespace: a call makes
+and leaves nothing here. Otherwise its work dir is made here, and deleted one directory at a
+time relative to open descriptors, so that no depth or path length can make it fail. A uid
+goes back to the pool only once its dir is gone, and to the end of the queue (see `_uids`).
+"""
 
 from __future__ import annotations
 
-__all__ = ["workdir"]
+__all__ = ["home", "remove", "workdir"]
 
 import contextlib
 import os
@@ -68,10 +69,10 @@ def _empty(path: str) -> None:
         os.close(fd)
 
 
-def _remove(path: str) -> bool:
+def remove(path: str) -> bool:
     """Delete `path` and all below it; True once it is gone. Never raises."""
     with contextlib.suppress(OSError):
-        os.rmdir(path)  # empty: its files were in the call's own tmpfs
+        os.rmdir(path)
         return True
     with contextlib.suppress(OSError):
         _empty(path)
@@ -79,17 +80,23 @@ def _remove(path: str) -> bool:
     return not os.path.lexists(path)
 
 
+def home() -> str:
+    """A sandbox's home: an empty private directory its calls' trees cover with their tmpfs."""
+    return tempfile.mkdtemp(prefix="turnstile-sandbox-")
+
+
 @contextlib.contextmanager
-def workdir(separate_uid: bool) -> Iterator[tuple[str, int | None]]:
-    """A fresh private directory and, if `separate_uid`, a uid of its own that owns it;
-    deleted with all in it afterwards."""
+def workdir(separate_uid: bool, on_host: bool) -> Iterator[tuple[str, int | None]]:
+    """A uid of the call's own if `separate_uid`, and if `on_host` a fresh private directory
+    it owns (else "": the call's tree makes one), deleted with all in it afterwards."""
     uid = UIDS.acquire() if separate_uid else None
-    path = None
+    path = ""
     try:
-        path = tempfile.mkdtemp(prefix="turnstile-sandbox-")
-        if uid is not None:
-            os.chown(path, uid, uid)
+        if on_host:
+            path = tempfile.mkdtemp(prefix="turnstile-sandbox-")
+            if uid is not None:
+                os.chown(path, uid, uid)
         yield path, uid
     finally:
-        if (path is None or _remove(path)) and uid is not None:
+        if (not path or remove(path)) and uid is not None:
             UIDS.release(uid)

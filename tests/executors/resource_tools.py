@@ -4,6 +4,7 @@ CPU spread over processes, a full disk, a result forged before a crash."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import os
@@ -92,17 +93,16 @@ def buries(depth: int, files: int) -> dict[str, object]:
 
 @tool
 def looks_around() -> dict[str, list[str]]:
-    """What is in the work dir, and which other sandbox work dirs this call can list."""
+    """What is in the work dir, and what it can list of the sandbox work dirs beside it."""
     mine = os.getcwd()
-    others = []
     parent = os.path.dirname(mine)
-    for entry in os.listdir(parent):
-        path = os.path.join(parent, entry)
-        if entry.startswith("turnstile-sandbox-") and path != mine:
-            try:
-                others.append(f"{entry}: {os.listdir(path)}")
-            except OSError:
-                pass
+    others = []
+    with contextlib.suppress(OSError):  # the parent may be closed to the call's user
+        for entry in os.listdir(parent):
+            path = os.path.join(parent, entry)
+            if path != mine and entry.startswith("turnstile-sandbox-"):
+                with contextlib.suppress(OSError):
+                    others.append(f"{entry}: {os.listdir(path)}")
     return {"workdir": os.listdir(mine), "others": others}
 
 
