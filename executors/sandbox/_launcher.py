@@ -314,7 +314,8 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
                 tree.kill()
                 killed, gone = True, got is None
                 poller.unregister(sock)
-    if limit is None and tree.cgroup is not None and tree.cgroup.oom_killed():
+    clean = ended is not None and ended.wait_status == 0  # its result stands, if it wrote one
+    if limit is None and not clean and tree.cgroup is not None and tree.cgroup.oom_killed():
         limit = "memory"
     tree.reap()
     strays = (not tree.pid_namespace and _sweep()) or (ended is not None and ended.strays)
