@@ -37,6 +37,7 @@ from typing import Any
 
 from turnstile.core import Tool, ToolContext, ToolOutcome, ToolSpec
 
+from ._cgroup import where
 from ._host import exchange, host_sys_path
 from ._layers import LAYERS, Layer, SandboxUnavailable, check_required
 from ._limits import SandboxLimits
@@ -101,7 +102,7 @@ class Sandbox:
         modules = [r.module_file for r in self._tools.values() if r.module_file]
         needed = needed_paths([*modules, *limits.writable_paths])
         calls_home = home() if "workdir_tmpfs" in self._applied else None
-        self._tree = Tree(self._applied, needed, limits, calls_home)
+        self._tree = Tree(self._applied, needed, limits, calls_home, where())
         self._removes_home = calls_home and weakref.finalize(self, remove, calls_home)
         self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 

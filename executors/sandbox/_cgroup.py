@@ -15,14 +15,15 @@ memory, pids and cpuacct hierarchies). Either needs root or a cgroup delegated t
 
 from __future__ import annotations
 
-__all__ = ["Cgroup", "hierarchy", "remove_leftovers"]
+__all__ = ["Cgroup", "Hierarchy", "remove_leftovers", "where"]
 
 import errno
 import functools
 import itertools
 import os
 import time
-from typing import NamedTuple
+
+import msgspec
 
 from ._limits import SandboxLimits
 
@@ -31,8 +32,9 @@ _V2 = ("memory", "pids")
 _names = itertools.count()
 
 
-class Hierarchy(NamedTuple):
-    """Where calls' cgroups go: v2, one directory; v1, one for each of memory, pids, cpuacct."""
+class Hierarchy(msgspec.Struct, frozen=True):
+    """Where calls' cgroups go: v2, one directory; v1, one for each of memory, pids, cpuacct.
+    Found by the host (once), used by its launchers."""
 
     version: int
     dirs: tuple[str, ...]
@@ -114,12 +116,19 @@ def hierarchy() -> Hierarchy:
     raise OSError(errno.ENOENT, "; ".join(problems))
 
 
+def where() -> Hierarchy | str:
+    """Where calls' cgroups go on this machine, or why they cannot have one."""
+    try:
+        return hierarchy()
+    except OSError as e:
+        return e.strerror or str(e)
+
+
 class Cgroup:
     """A call's cgroup, made (with its limits) in the launcher before the call's init is
     forked; init `join`s it, and every process of the call is in it."""
 
-    def __init__(self, limits: SandboxLimits) -> None:
-        where = hierarchy()
+    def __init__(self, where: Hierarchy, limits: SandboxLimits) -> None:
         self.version = where.version
         name = f"turnstile-{os.getpid()}-{next(_names)}"
         self.dirs = tuple(os.path.join(d, name) for d in where.dirs)

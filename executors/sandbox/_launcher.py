@@ -229,7 +229,9 @@ def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
     cgroup = None
     if "cgroup" in kind.layers:
         try:
-            cgroup = Cgroup(kind.limits)
+            if isinstance(kind.cgroups, str):
+                raise OSError(kind.cgroups)
+            cgroup = Cgroup(kind.cgroups, kind.limits)
             layers["cgroup"] = Layer(True, cgroup.detail)
         except OSError as e:
             layers["cgroup"] = _failed(e)

@@ -13,6 +13,7 @@ import os
 
 from turnstile.core import ToolSpec
 
+from ._cgroup import where
 from ._host import Launcher, exchange, host_sys_path
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
@@ -28,7 +29,7 @@ def probe(network: bool) -> dict[str, Layer]:
     """Every layer's status on this machine, for calls with or without network."""
     limits = SandboxLimits(network=network)
     calls_home = home()
-    tree = Tree(LAYERS, needed_paths(()), limits, calls_home)
+    tree = Tree(LAYERS, needed_paths(()), limits, calls_home, where())
     with workdir(os.geteuid() == 0, False) as (path, uid):
         call = Call(
             tool="",

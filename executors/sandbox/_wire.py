@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 from turnstile.core._tools import ToolSpec
 
+from ._cgroup import Hierarchy
 from ._layers import Layer
 from ._limits import SandboxLimits
 
@@ -61,13 +62,14 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
 class Tree(msgspec.Struct, frozen=True):
     """What a call's process tree is made for: calls applying `layers` within `limits` that
     need `needed` (the paths they read, see `_view`), with their work dirs below `home` (an
-    empty dir the tree covers with the call's tmpfs; None without one). The same for every
-    call of a sandbox."""
+    empty dir the tree covers with the call's tmpfs; None without one) and their cgroups in
+    `cgroups` (or why they cannot have one). The same for every call of a sandbox."""
 
     layers: tuple[str, ...]
     needed: tuple[str, ...]
     limits: SandboxLimits
     home: str | None = None
+    cgroups: Hierarchy | str = "not asked for"
 
 
 class Start(msgspec.Struct, tag="start", frozen=True):
