@@ -203,21 +203,25 @@ class _Tree:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def reap(self) -> None:
-        """Wait for init to exit (with a pid namespace: for the whole tree to be gone), then
-        remove the tree's cgroup."""
+        """Wait for init to exit (with a pid namespace: for the whole tree to be gone)."""
         if self.pidfd >= 0:
             os.waitpid(self.pid, 0)
             os.close(self.pidfd)
             self.pidfd = -1
             self.up.close()
             self.down.close()
-            if self.cgroup is not None:
-                self.cgroup.remove()
+
+    def close(self) -> None:
+        """Reap the tree, then remove its cgroup (after the call's `Done`: off its path)."""
+        self.reap()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
 
     def discard(self) -> None:
-        """Kill and reap a tree no call was handed."""
+        """Kill and close a tree no call was handed."""
         self.kill()
-        self.reap()
+        self.close()
 
 
 def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool) -> _Tree:
@@ -368,8 +372,8 @@ class _Trees:
         return tree
 
     def after(self, tree: _Tree) -> None:
-        """Once a call is done: reap its init, and make the next tree if none is ready."""
-        tree.reap()
+        """Once a call is done: close its tree, and make the next if none is ready."""
+        tree.close()
         self._refill()
 
     def discard(self) -> None:
@@ -400,6 +404,7 @@ def main(sock_fd: int) -> None:
         tree = trees.start(message, fds)
         done, gone = _supervise(sock, tree)
         if gone:
+            tree.close()
             break
         send(sock, done)
         trees.after(tree)
