@@ -103,7 +103,7 @@ class Sandbox:
         needed = needed_paths([*modules, *limits.writable_paths])
         calls_home = home() if "workdir_tmpfs" in self._applied else None
         self._tree = Tree(self._applied, needed, limits, calls_home, where())
-        self._removes_home = calls_home and weakref.finalize(self, remove, calls_home)
+        self._removes_home = weakref.finalize(self, remove, calls_home) if calls_home else None
         self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 
     @property
@@ -145,7 +145,7 @@ class Sandbox:
     def close(self) -> None:
         """Stop the warm launchers; calls after this fail."""
         self._pool.close()
-        if self._removes_home:
+        if self._removes_home is not None:
             self._removes_home()
 
     def __enter__(self) -> Sandbox:

@@ -83,11 +83,11 @@ def _v2(own: str, at_root: bool) -> Hierarchy:
     """v2: calls' cgroups go below this process's cgroup if it is the root, else beside it (a
     cgroup with processes in it cannot give its children controllers), where memory and pids
     must be enabled for children."""
-    where = own if at_root else os.path.dirname(own)
-    enabled = _read(os.path.join(where, "cgroup.subtree_control")).split()
+    base = own if at_root else os.path.dirname(own)
+    enabled = _read(os.path.join(base, "cgroup.subtree_control")).split()
     if not set(_V2) <= set(enabled):
-        raise OSError(errno.ENOENT, f"v2: {where} does not enable memory and pids below it")
-    return Hierarchy(2, (where,))
+        raise OSError(errno.ENOENT, f"v2: {base} does not enable memory and pids below it")
+    return Hierarchy(2, (base,))
 
 
 @functools.cache

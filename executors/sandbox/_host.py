@@ -178,7 +178,7 @@ class Exchange:
         return ToolOutcome(self.result.content, self.result.is_error)
 
 
-def _sealed(data: bytes) -> int:
+def _in_memfd(data: bytes) -> int:
     """A memfd holding `data`."""
     fd = os.memfd_create("turnstile-call", os.MFD_CLOEXEC)
     view = memoryview(data)
@@ -190,7 +190,7 @@ def _sealed(data: bytes) -> int:
 def exchange(launcher: Launcher, tree: Tree, call: Call, wall_s: float) -> Exchange:
     """Run `call` on `launcher`, on a tree made for `tree`, and collect everything the call
     sent back."""
-    call_fd = _sealed(frame(call))
+    call_fd = _in_memfd(frame(call))
     result_r, result_w = os.pipe()
     output_r, output_w = os.pipe()
     try:
