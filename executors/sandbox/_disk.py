@@ -27,6 +27,7 @@ def own_workdir(home: str, limits: SandboxLimits, covers: dict[str, int]) -> tup
     """Cover `home` with the call's tmpfs (shown to the call's user even below a directory
     others may not enter, see `_view`) and make a fresh dir in it, for the tool's process to
     give to the call's user. Returns the dir, and what the layer enforces."""
+    os.makedirs(home, 0o700, exist_ok=True)  # should a cleaner of old files have taken it
     show(home, covers)
     files = max(limits.disk_bytes // _BYTES_PER_FILE, 64)
     options = f"size={limits.disk_bytes},nr_inodes={files},mode=0711"
