@@ -15,6 +15,8 @@ LAYERS: tuple[str, ...] = (
     "subreaper",
     "pid_namespace",
     "mount_namespace",
+    "workdir_tmpfs",
+    "cgroup",
     "network_namespace",
     "ipc_namespace",
     "private_root",

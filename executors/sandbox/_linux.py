@@ -15,6 +15,7 @@ __all__ = [
     "attach",
     "bind",
     "children",
+    "clone_mount",
     "clone_tree",
     "install_seccomp_filter",
     "libc",
@@ -177,17 +178,22 @@ def pivot_root_here() -> None:
     os.chdir("/")
 
 
+def clone_mount(source: str) -> int:
+    """A detached copy of the mount at `source`, for `attach`."""
+    flags = ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
+    tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, source.encode(), flags)
+    _check(tree, f"open_tree {source}")
+    return int(tree)
+
+
 def clone_tree(namespace: int, own: int, source: str) -> int:
     """A detached copy of the mounts at `source` as mount namespace `namespace` sees it, for
     `attach`; the current process then goes back to its `own` (both are descriptors)."""
     setns(namespace, CLONE_NEWNS)
     try:
-        flags = ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
-        tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, source.encode(), flags)
-        _check(tree, f"open_tree {source}")
+        return clone_mount(source)
     finally:
         setns(own, CLONE_NEWNS)
-    return int(tree)
 
 
 def attach(tree: int, target: str) -> None:

@@ -8,13 +8,22 @@ only the packages of the tools and of turnstile. Besides: a /dev with null, zero
 urandom, a private /dev/shm, an empty /tmp. Then the namespace pivots to it and drops the old
 root: nothing else of the host is there, not even hidden.
 
-A call's process tree builds its root ahead of the call (`reveal`); the work dir and the
+A call's process tree builds its root ahead of the call (`reveal`), and there the call's own
+work dir where it has a tmpfs of its own (see `_disk`); a work dir made on the host and the
 writable paths are bound in read-write when the call comes (`show`).
 """
 
 from __future__ import annotations
 
-__all__ = ["interpreter_paths", "needed_paths", "private_ipc", "reveal", "show", "unreadable"]
+__all__ = [
+    "interpreter_paths",
+    "make_room",
+    "needed_paths",
+    "private_ipc",
+    "reveal",
+    "show",
+    "unreadable",
+]
 
 import os
 import stat
@@ -25,6 +34,7 @@ from ._linux import (
     CLONE_NEWIPC,
     attach,
     bind,
+    clone_mount,
     clone_tree,
     mount_mqueue,
     mount_tmpfs,
@@ -232,9 +242,23 @@ def reveal(needed: Iterable[str]) -> dict[str, int]:
     return {"/": host}
 
 
-def show(paths: Iterable[str], covers: dict[str, int]) -> None:
+def make_room(path: str) -> None:
+    """An empty directory at `path` in the call's root to mount on (with any missing parents,
+    for everyone to enter), unless there is one already."""
+    umask = os.umask(0o022)
+    try:
+        _mountpoint(path, True)
+    finally:
+        os.umask(umask)
+
+
+def show(paths: Iterable[str], covers: dict[str, int], keep: str | None = None) -> None:
     """Bind each of `paths` (the call's work dir, its writable paths) in read-write, as the
-    host sees it, through the handle `reveal` left in `covers`."""
+    host sees it, through the handle `reveal` left in `covers`. The mount at `keep` (the
+    call's tmpfs) stays on top, even of a path bound above it."""
+    paths = list(paths)
+    hidden = None if keep is None or _outside(keep, paths) else keep
+    kept = -1 if hidden is None else clone_mount(hidden)
     umask = os.umask(0o022)
     try:
         for path in paths:
@@ -244,7 +268,12 @@ def show(paths: Iterable[str], covers: dict[str, int]) -> None:
                 attach(tree, path)
             finally:
                 os.close(tree)
+        if hidden is not None:
+            _mountpoint(hidden, True)
+            attach(kept, hidden)
     finally:
+        if hidden is not None:
+            os.close(kept)
         os.umask(umask)
 
 
