@@ -378,3 +378,11 @@ def test_thinking_still_goes_nowhere() -> None:
         "role": "assistant",
         "content": "a",
     }
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+def test_a_kept_field_holding_a_number_json_cannot_is_a_decode_error(number: float) -> None:
+    """Python's parser reads `NaN` and `Infinity`, which no run can write down again."""
+    with pytest.raises(DecodeError, match="not a finite number") as raised:
+        openai_chat.decode(completion({"content": "x", "vendor": {"score": [number]}}))
+    assert raised.value.path == "choices[0].message.vendor"
