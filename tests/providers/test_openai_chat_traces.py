@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from turnstile.core import AssistantMessage, Finish, Opaque, StopReason, Text, validate_history
+from turnstile.executors import sync
 from turnstile.executors.testing import replay
-from turnstile.providers.replay import client_for, load_trace
+from turnstile.providers.replay import RecordedTools, client_for, load_trace, prompt_for, spec_for
 
 from .chat_types import Weather
 
@@ -131,3 +132,13 @@ def test_a_wrong_answer_is_read_by_the_model_and_the_corrected_one_is_typed(
         }
         assert last["response_format"]["json_schema"]["name"] == "Weather"
         assert "tool_choice" not in last
+
+
+def test_a_trace_replays_on_the_wall_clock_too() -> None:
+    """The conversation's cache key comes from how it began, not when: a run recorded live
+    replays with `sync.run` as it is documented (the replay harness's clock starts at 0)."""
+    trace = load_trace(FIXTURES / "media.json")
+    run = sync.run(
+        spec_for(trace), prompt_for(trace), model=client_for(trace), tools=RecordedTools(trace)
+    )
+    assert run.output == "Shanghai is warmer."
