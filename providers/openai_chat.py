@@ -15,6 +15,9 @@ message holds text parts only; putting the media in a user message of our own ma
 change what the conversation says). What has no word in Chat:
 
 - `Thinking` parts are dropped: the API has no way to send reasoning back.
+- A prefill (a request ending with an assistant message) goes as it is, though OpenAI answers
+  after it rather than going on from it (some compatible servers go on from it, given a flag
+  of their own); the codec cannot tell it from a history that merely ends there.
 - A document's `title` is sent only as the file name of a document without a `name`.
 - `ToolResult.is_error` has no field: the content goes as is, since the loop's and the tools'
   error contents already say what went wrong ("get_weather failed: ...", "not run: ...").
