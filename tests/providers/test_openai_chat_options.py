@@ -3,20 +3,34 @@ the token limit field, server tools and native structured output."""
 
 from __future__ import annotations
 
+import itertools
+import json
 from typing import Any
 
 import openai
 import pytest
 from turnstile.core import (
     CachePolicy,
+    CallModel,
+    Guards,
+    Loop,
+    LoopSpec,
+    ModelReplied,
     ModelRequest,
+    ModelResponse,
+    ModelStop,
     OutputFormat,
+    RunTool,
     ServerTool,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolReturned,
     ToolSpec,
     UserMessage,
     UseTool,
 )
-from turnstile.providers import openai_chat
+from turnstile.providers import WireCache, openai_chat
 
 CHART = ToolSpec("get_chart", "A city's temperature chart.", {"type": "object"})
 STRICT = ToolSpec("get_chart", "A city's temperature chart.", {"type": "object"}, strict=True)
@@ -161,3 +175,32 @@ def test_output_is_a_json_schema_response_format() -> None:
     loose = encode(output=OutputFormat("Weather", SCHEMA, strict=False))
     assert loose["response_format"]["json_schema"]["strict"] is False
     assert "response_format" not in encode()
+
+
+def test_fifty_turns_each_body_begins_with_the_bytes_of_the_one_before() -> None:
+    """What OpenAI caches is the longest prefix it has seen: through a 50-turn run encoded as a
+    client encodes it (one WireCache), every body repeats the last one's tools and messages
+    byte for byte, and carries the same key."""
+    spec = LoopSpec(tools=(CHART,), guards=Guards(max_turns=60, max_repeated_calls=None))
+    loop, cache = Loop(spec), WireCache()
+    pending, sent = loop.start("Chart fifty cities.", 0.0), []
+    while pending:
+        command = pending.pop(0)
+        if type(command) is RunTool:
+            pending += loop.send(ToolReturned(call_id=command.id, content="chart", now=1.0))
+        elif type(command) is CallModel:
+            sent.append(openai_chat.encode(command.request, model="m", cache=cache))
+            n = len(sent)
+            call = ToolCall(f"call_{n}", "get_chart", {"city": f"city {n}"})
+            reply = (
+                ModelResponse([call], ModelStop.tool_use)
+                if n < 50
+                else ModelResponse([Text("done")], ModelStop.end_turn)
+            )
+            pending += loop.send(ModelReplied(command_id=command.id, response=reply, now=1.0))
+    assert len(sent) == 50 and loop.state.stop_reason is StopReason.completed
+    for before, after in itertools.pairwise(sent):
+        head = json.dumps(before["messages"], ensure_ascii=False)[:-1]  # without its last "]"
+        assert json.dumps(after["messages"], ensure_ascii=False).startswith(head)
+        assert json.dumps(after["tools"]) == json.dumps(before["tools"])
+    assert len({b["prompt_cache_key"] for b in sent}) == 1
