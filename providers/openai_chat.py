@@ -30,13 +30,13 @@ change what the conversation says). What has no word in Chat:
   servers that know only that one.
 
 The request's options: caching sends `prompt_cache_key` (the policy's key, else the loop's; a
-`ttl` has no counterpart here, the API keeps a prefix as long as it does). `ToolSpec.strict` is
+`ttl` has no counterpart: `prompt_cache_retention` is an option of its own). `ToolSpec.strict` is
 `function.strict` (None: left out). `tool_choice` "required", "none" and `UseTool` are written;
 "auto", the API's default, is not, nor "none" without tools (the API refuses a tool_choice
 without tools). `output` is a `json_schema` `response_format`. Chat has no hosted tools, only
 options such as a search model's `web_search_options`: so a server tool of this format whose
-definition has a `type` joins `tools` as it is (a `custom` tool), and one without is fields of
-the body, which may not overwrite a field the request sets.
+definition has a `type` joins `tools` as it is, and one without is fields of the body, which
+may not overwrite a field the request sets.
 
 Reading replies: only the first choice counts. A `refusal` makes the stop `refusal` whatever the
 finish_reason; "stop" with tool calls (a named `tool_choice`) is `tool_use`. Blank arguments
