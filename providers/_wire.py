@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -160,11 +161,15 @@ def kept(value: Any, path: str) -> Any:
     verbatim), with its strings healed (`heal`), keys included. Its arrays and objects are new,
     so the caller's body may change without changing the reply.
 
-    Raises `DecodeError` when it nests deeper than `MAX_DEPTH`.
+    Raises `DecodeError` when it nests deeper than `MAX_DEPTH`, or holds a number JSON has no
+    word for (`NaN`, `Infinity`: Python's parser reads them, but no run could write them down).
     """
     if not shallow(value):
         raise DecodeError(path, f"nested deeper than {MAX_DEPTH} levels")
-    return _copied(value)
+    try:
+        return _copied(value)
+    except OverflowError:
+        raise DecodeError(path, "holds NaN or infinity, not a finite number") from None
 
 
 def _copied(value: Any) -> Any:
@@ -174,6 +179,8 @@ def _copied(value: Any) -> Any:
         return {heal(k) if type(k) is str else k: _copied(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_copied(v) for v in value]
+    if type(value) is float and not math.isfinite(value):
+        raise OverflowError
     return value
 
 

@@ -32,6 +32,7 @@ from turnstile.core import (
     UserMessage,
 )
 from turnstile.executors import sync
+from turnstile.executors.testing import replay
 from turnstile.providers import (
     ArgumentsDelta,
     Delta,
@@ -43,7 +44,6 @@ from turnstile.providers import (
     openai_responses,
 )
 from turnstile.providers.replay import (
-    RecordedTools,
     ReplayMismatch,
     Trace,
     client_for,
@@ -251,10 +251,7 @@ def test_an_error_mid_stream_is_retryable_and_the_loop_retries(provider: str) ->
     with pytest.raises(ProviderError) as info:
         client_for(trace).complete(first_request(trace))
     assert info.value.retryable
-    assert trace.loop is not None
-    run = sync.run(
-        spec_for(trace), trace.loop["prompt"], model=client_for(trace), tools=RecordedTools(trace)
-    )
+    run = replay(trace)
     failed = [e for e in run.state.events if type(e) is ModelFailed]
     assert [(f.command_id, f.retryable) for f in failed] == [("model-1", True)]
     assert run.stop_reason is StopReason.completed
