@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from turnstile.core import ModelResponse, ModelStop, Part, Text, Thinking, ToolCall, Usage
+from turnstile.core import ModelResponse, ModelStop, Opaque, Part, Text, Thinking, ToolCall, Usage
 
 from ._errors import DecodeError
 from ._text import heal
@@ -198,7 +198,10 @@ def reply(
 
 
 def _healed(part: Part) -> Part:
-    """`part` with its own strings healed (arguments and provider data are `kept` when read)."""
+    """`part` with its own strings healed (arguments, provider data and opaque blocks are `kept`
+    when read)."""
+    if type(part) is Opaque:
+        return part
     if type(part) is Text:
         text = heal(part.text)
         return part if text is part.text else msgspec.structs.replace(part, text=text)
