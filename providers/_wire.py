@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -160,14 +161,20 @@ def kept(value: Any, path: str) -> Any:
     verbatim), with its strings healed (`heal`), keys included. Its arrays and objects are new,
     so the caller's body may change without changing the reply.
 
-    Raises `DecodeError` when it nests deeper than `MAX_DEPTH`.
+    Raises `DecodeError` when it nests deeper than `MAX_DEPTH`, or holds a number that is not
+    finite (Python's parser reads `1e999` as infinity), which no run could write down.
     """
     if not shallow(value):
         raise DecodeError(path, f"nested deeper than {MAX_DEPTH} levels")
-    return _copied(value)
+    try:
+        return _copied(value)
+    except ValueError:
+        raise DecodeError(path, "holds a number that is not finite") from None
 
 
 def _copied(value: Any) -> Any:
+    if type(value) is float and not math.isfinite(value):
+        raise ValueError("not a finite number")
     if isinstance(value, str):
         return heal(value)
     if isinstance(value, dict):
@@ -234,9 +241,9 @@ def json_object(text: str) -> dict[str, Any] | None:
             return None
         try:  # Python's parser takes the escape of a lone surrogate, and its strings heal
             value = json.loads(text, parse_constant=_not_json)
+            return _copied(value) if type(value) is dict and shallow(value) else None
         except (ValueError, RecursionError):
             return None
-        return _copied(value) if type(value) is dict and shallow(value) else None
     if type(value) is not dict:
         return None
     if text.count("[") + text.count("{") > MAX_DEPTH and not shallow(value):
