@@ -17,10 +17,13 @@ from turnstile.core import (
     AssistantMessage,
     CallModel,
     Command,
+    Document,
     Finish,
+    Image,
     ModelFailed,
     ModelReplied,
     Observation,
+    Opaque,
     RunTool,
     StopReason,
     Text,
@@ -66,8 +69,13 @@ FINISHES = {
     "openai-chat/unknown_stop.json": StopReason.completed,
     "openai-chat/weather.json": StopReason.completed,
     "openai-chat/weather.stream.json": StopReason.completed,
+    "openai-responses/cache_off.json": StopReason.completed,
+    "openai-responses/instructions.json": StopReason.completed,
     "openai-responses/malformed_args.json": StopReason.completed,
     "openai-responses/max_tokens_tool.stream.json": StopReason.completed,
+    "openai-responses/media.json": StopReason.completed,
+    "openai-responses/output_native.json": StopReason.completed,
+    "openai-responses/output_tool.json": StopReason.finish_tool,
     "openai-responses/overloaded.stream.json": StopReason.completed,
     "openai-responses/reasoning.json": StopReason.completed,
     "openai-responses/refusal.json": StopReason.refusal,
@@ -75,6 +83,7 @@ FINISHES = {
     "openai-responses/unknown_stop.json": StopReason.completed,
     "openai-responses/weather.json": StopReason.completed,
     "openai-responses/weather.stream.json": StopReason.completed,
+    "openai-responses/web_search.stream.json": StopReason.completed,
 }
 WEATHER = [
     f"{provider}/{name}"
@@ -96,6 +105,10 @@ def _part(part: Any, *, quote_texts: bool) -> str:
         case ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw):
             shown = f"raw {raw!r}" if raw is not None else _args(arguments)
             return f"{name}#{call_id} {shown}" + ("" if part.complete else " [cut off]")
+        case Opaque(format=format, data=data):
+            return f"{format} {data.get('type')}"
+        case Image(url=url, media_type=media_type) | Document(url=url, media_type=media_type):
+            return f"{type(part).__name__.lower()} {url or media_type}"
     raise AssertionError(part)
 
 
@@ -120,6 +133,8 @@ def step_line(step: Command | Observation, *, quote_texts: bool = False) -> str:
         case RunTool(id=call_id, name=name, arguments=arguments):
             return f"→ run_tool {name}#{call_id} {_args(arguments)}"
         case ToolReturned(call_id=call_id, content=content, is_error=is_error):
+            if not isinstance(content, str):
+                content = "; ".join(_part(p, quote_texts=True) for p in content)
             return f"← tool_returned {call_id}{' (error)' if is_error else ''}: {content}"
         case Finish(reason=reason):
             return f"→ finish {reason.value}"

@@ -139,8 +139,13 @@ def request(*messages: Any, tools: tuple[ToolSpec, ...] = (WEATHER,), system: st
 
 def test_the_traces_are_the_ones_promised() -> None:
     assert TRACES == [
+        "cache_off.json",
+        "instructions.json",
         "malformed_args.json",
         "max_tokens_tool.stream.json",
+        "media.json",
+        "output_native.json",
+        "output_tool.json",
         "overloaded.stream.json",
         "reasoning.json",
         "refusal.json",
@@ -148,6 +153,7 @@ def test_the_traces_are_the_ones_promised() -> None:
         "unknown_stop.json",
         "weather.json",
         "weather.stream.json",
+        "web_search.stream.json",
     ]
 
 
