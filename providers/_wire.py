@@ -241,9 +241,9 @@ def json_object(text: str) -> dict[str, Any] | None:
             return None
         try:  # Python's parser takes the escape of a lone surrogate, and its strings heal
             value = json.loads(text, parse_constant=_not_json)
-        except (ValueError, RecursionError):
+            return _copied(value) if type(value) is dict and shallow(value) else None
+        except (ValueError, OverflowError, RecursionError):  # not JSON, not finite, too deep
             return None
-        return _copied(value) if type(value) is dict and shallow(value) else None
     if type(value) is not dict:
         return None
     if text.count("[") + text.count("{") > MAX_DEPTH and not shallow(value):

@@ -411,7 +411,9 @@ def test_openai_traces_replay_and_a_changed_request_fails(
         def test_replay(turnstile_client, turnstile_trace, prompt):
             assert turnstile_client.stream is {recorded["stream"]!r}
             tools = RecordedTools(turnstile_trace)
-            run = sync.run(spec_for(turnstile_trace), prompt, model=turnstile_client, tools=tools)
+            spec = spec_for(turnstile_trace)
+            # the clock of the recording: the cache key is drawn from the first event
+            run = sync.run(spec, prompt, model=turnstile_client, tools=tools, clock=lambda: 0.0)
             assert run.stop_reason.value == "completed"
         """
     )

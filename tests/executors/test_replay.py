@@ -17,7 +17,9 @@ from turnstile.core import (
     AssistantMessage,
     CallModel,
     Command,
+    Document,
     Finish,
+    Image,
     ModelFailed,
     ModelReplied,
     Observation,
@@ -82,8 +84,13 @@ FINISHES = {
     "openai-chat/weather.json": StopReason.completed,
     "openai-chat/weather.stream.json": StopReason.completed,
     "openai-chat/web_search.json": StopReason.completed,
+    "openai-responses/cache_off.json": StopReason.completed,
+    "openai-responses/instructions.json": StopReason.completed,
     "openai-responses/malformed_args.json": StopReason.completed,
     "openai-responses/max_tokens_tool.stream.json": StopReason.completed,
+    "openai-responses/media.json": StopReason.completed,
+    "openai-responses/output_native.json": StopReason.completed,
+    "openai-responses/output_tool.json": StopReason.finish_tool,
     "openai-responses/overloaded.stream.json": StopReason.completed,
     "openai-responses/reasoning.json": StopReason.completed,
     "openai-responses/refusal.json": StopReason.refusal,
@@ -91,6 +98,7 @@ FINISHES = {
     "openai-responses/unknown_stop.json": StopReason.completed,
     "openai-responses/weather.json": StopReason.completed,
     "openai-responses/weather.stream.json": StopReason.completed,
+    "openai-responses/web_search.stream.json": StopReason.completed,
 }
 WEATHER = [
     f"{provider}/{name}"
@@ -114,6 +122,8 @@ def _part(part: Any, *, quote_texts: bool) -> str:
             return f"{name}#{call_id} {shown}" + ("" if part.complete else " [cut off]")
         case Opaque(format=format, data=data):
             return f"{format} {data.get('type')}"
+        case Image(url=url, media_type=media_type) | Document(url=url, media_type=media_type):
+            return f"{type(part).__name__.lower()} {url or media_type}"
     raise AssertionError(part)
 
 
@@ -138,6 +148,8 @@ def step_line(step: Command | Observation, *, quote_texts: bool = False) -> str:
         case RunTool(id=call_id, name=name, arguments=arguments):
             return f"→ run_tool {name}#{call_id} {_args(arguments)}"
         case ToolReturned(call_id=call_id, content=content, is_error=is_error):
+            if not isinstance(content, str):
+                content = "; ".join(_part(p, quote_texts=True) for p in content)
             return f"← tool_returned {call_id}{' (error)' if is_error else ''}: {content}"
         case Finish(reason=reason):
             return f"→ finish {reason.value}"
