@@ -46,7 +46,7 @@ def request(
         () if final else offered,
         spec.max_tokens,
         Purpose.finalize if final else Purpose.turn,
-        "auto" if final or output is None else output.tool_choice,
+        "auto" if final or output is None else output.tool_choice(st.messages[-1]),
         spec.server_tools,
         cache,
         key if cache is not None else None,

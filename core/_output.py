@@ -12,13 +12,14 @@ from typing import Any
 import msgspec
 
 from ._commands import StopReason
-from ._messages import ToolCall, ToolResult
-from ._request import OutputFormat, ToolChoice
+from ._messages import Message, ToolCall, ToolResult, UserMessage
+from ._request import OutputFormat, ToolChoice, UseTool
 from ._state import LoopState
 from ._tools import ToolSpec
 
 OUTPUT_TOOL = "final_answer"
 NO_ANSWER = f"Give your final answer by calling the {OUTPUT_TOOL} tool."
+_ASKED_FOR_TOOL = UserMessage(NO_ANSWER)
 
 
 def _object_schema(kind: Any) -> dict[str, Any]:
@@ -78,10 +79,12 @@ class Output:
         else:
             self.format = OutputFormat(name, schema, strict=strict)
 
-    @property
-    def tool_choice(self) -> ToolChoice:
-        """With an answer tool, every turn must call a tool: the answer comes by no other way."""
-        return "required" if self.tool is not None else "auto"
+    def tool_choice(self, last: Message | None) -> ToolChoice:
+        """With an answer tool, every turn must call a tool (the answer comes by no other way),
+        and right after a reply that answered in text instead, that tool."""
+        if self.tool is None:
+            return "auto"
+        return UseTool(OUTPUT_TOOL) if last == _ASKED_FOR_TOOL else "required"
 
     def typed(self, value: Any) -> Any:
         """The answer the state holds (plain data) as the spec's type."""

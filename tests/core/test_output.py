@@ -14,6 +14,7 @@ from turnstile.core import (
     StopReason,
     ToolResults,
     UserMessage,
+    UseTool,
     validate_history,
 )
 
@@ -69,7 +70,9 @@ def test_text_instead_of_the_answer_tool_is_sent_back_asking_for_the_tool() -> N
     assert d.state.messages[-1] == UserMessage(
         "Give your final answer by calling the final_answer tool."
     )
-    assert again.request.tool_choice == "required"
+    assert again.request.tool_choice == UseTool("final_answer")  # the loop forces the tool
+    [finish] = d.reply(call("b", "final_answer", city="北京", temp_c=26))
+    assert finish.output == Weather("北京", 26)
 
 
 def test_native_structured_output_is_asked_of_the_format_and_checked() -> None:
