@@ -99,13 +99,17 @@ class Output:
         converts to the type, or None and what is wrong with it, for the model to read."""
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = json.loads(value, parse_constant=_not_a_number)
             except ValueError as e:
                 return None, f"the answer is not JSON ({e}); reply with the JSON object only."
         try:
             return msgspec.to_builtins(self.typed(value)), None
         except msgspec.ValidationError as e:
             return None, f"the answer does not fit its schema: {e}. Correct it and answer again."
+
+
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is no JSON number")
 
 
 _ANSWERED = frozenset({StopReason.completed, StopReason.finish_tool})

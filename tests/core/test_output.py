@@ -119,3 +119,18 @@ def test_strict_only_where_every_property_is_required_and_then_closed() -> None:
     assert answer.strict is False and "additionalProperties" not in answer.parameters
     [ask] = Driver(spec(output=Report, output_mode="native")).start()
     assert ask.request.output.strict is False
+
+
+class Reading(msgspec.Struct):
+    value: float
+
+
+def test_a_native_answer_holding_nan_is_sent_back_not_kept() -> None:
+    """Python's JSON parser reads NaN; kept, the state could not be written down."""
+    d = Driver(spec(output=Reading, output_mode="native"))
+    d.start()
+    d.reply('{"value": NaN}')
+    assert "NaN is no JSON number" in d.state.messages[-1].content
+    [finish] = d.reply('{"value": 1.5}')
+    assert finish.output == Reading(1.5)
+    assert Loop.load(d.loop.spec, d.loop.dump()).state.output == {"value": 1.5}
