@@ -11,7 +11,6 @@ __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import base64
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -406,7 +405,7 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:
         citations = optional(block, "citations", list, path, [])
         if not citations:
             return Text(text)
-        return Text(text, provider_data={"citations": _verbatim(citations, f"{path}.citations")})
+        return Text(text, provider_data={"citations": kept(citations, f"{path}.citations")})
     if kind == "thinking":
         signature = optional(block, "signature", str, path, "")
         return Thinking(field(block, "thinking", str, path), signature=signature or None)
@@ -415,21 +414,7 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:
         return Thinking("", redacted=True, provider_data={"data": data})
     if kind == "tool_use":
         return _tool_call(block, path, streamed, cut)
-    return Opaque(FORMAT, _verbatim(_unknown(block, kind, path), path))
-
-
-def _verbatim(value: Any, path: str) -> Any:
-    """`kept(value)`, which goes back to the API as it came: a number in it that is not finite
-    (NaN and Infinity are not JSON, so no API sent them) is a `DecodeError`."""
-    value = kept(value, path)
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, float) and not math.isfinite(node):
-            raise DecodeError(path, f"holds {node}, which is not JSON")
-        if isinstance(node, dict | list):
-            stack.extend(node.values() if isinstance(node, dict) else node)
-    return value
+    return Opaque(FORMAT, kept(_unknown(block, kind, path), path))
 
 
 _CLIENT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
