@@ -9,7 +9,6 @@ from __future__ import annotations
 
 __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
-import base64
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -17,8 +16,6 @@ from typing import Any
 from turnstile.core import (
     AssistantMessage,
     CachePolicy,
-    Document,
-    Image,
     Instructions,
     Message,
     ModelRequest,
@@ -26,20 +23,26 @@ from turnstile.core import (
     ModelStop,
     Opaque,
     Part,
-    ResultPart,
     Text,
     Thinking,
     ToolCall,
     ToolChoice,
-    ToolResult,
     ToolResults,
     ToolSpec,
     Usage,
     UserMessage,
-    UserPart,
     UseTool,
 )
 
+from ._anthropic_blocks import (
+    CLIENT_BLOCKS,
+    FORMAT,
+    citations_of,
+    content_blocks,
+    opaque,
+    tool_result,
+    unknown,
+)
 from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
@@ -69,8 +72,6 @@ _STOPS = {
     "model_context_window_exceeded": ModelStop.max_tokens,
 }
 _TRUNCATING = frozenset({"max_tokens", "model_context_window_exceeded"})
-FORMAT = "anthropic_messages"
-_EMPTY_ERROR = "(the tool failed without a message)"
 _ANY_OBJECT = {"type": "object"}
 
 
@@ -233,13 +234,13 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message], blocks: bool =
             case UserMessage(content=str() as text):
                 _append(wire, "user", _as_blocks(text) if blocks else text)
             case UserMessage(content=list() as shown):
-                _append(wire, "user", _parts(shown))
+                _append(wire, "user", content_blocks(shown))
             case AssistantMessage(content=parts):
                 said = [b for b in map(_block, parts) if b is not None]
                 if said:
                     _append(wire, "assistant", said)
             case ToolResults(results=results):
-                _append(wire, "user", [_tool_result(r) for r in results])
+                _append(wire, "user", [tool_result(r) for r in results])
             case Instructions(text=text):
                 if not wire or wire[-1]["role"] != "user":
                     raise UnsupportedContent(FORMAT, "instructions that do not follow a user turn")
@@ -268,7 +269,7 @@ def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _block(part: Part) -> dict[str, Any] | None:
     match part:
         case Text(text=text) if text.strip():
-            citations = _citations(part)
+            citations = citations_of(part)
             return {"type": "text", "text": text, **({"citations": citations} if citations else {})}
         case Thinking(redacted=True):
             data = _redacted_data(part)
@@ -278,82 +279,13 @@ def _block(part: Part) -> dict[str, Any] | None:
         case ToolCall(id=call_id, name=name, arguments=arguments):
             return {"type": "tool_use", "id": call_id, "name": name, "input": dict(arguments)}
         case Opaque():
-            return _opaque(part)
+            return opaque(part)
     return None
-
-
-def _citations(part: Text) -> list[Any] | None:
-    """The citations a reply's text block came with (kept by `decode`), to send back."""
-    data = part.provider_data
-    citations = data.get("citations") if isinstance(data, dict) else None
-    return citations if isinstance(citations, list) else None
 
 
 def _redacted_data(part: Thinking) -> str | None:
     data = part.provider_data.get("data") if isinstance(part.provider_data, dict) else None
     return data if isinstance(data, str) else part.signature
-
-
-def _opaque(part: Opaque) -> dict[str, Any]:
-    if part.format != FORMAT:
-        raise UnsupportedContent(FORMAT, f"an {part.format} block ({part.data.get('type')!r})")
-    return part.data
-
-
-def _parts(parts: Sequence[UserPart | ResultPart]) -> list[dict[str, Any]]:
-    """The blocks of a user message or a tool result: text, images, documents, and blocks of this
-    format kept verbatim; anything else is refused (`UnsupportedContent`)."""
-    blocks: list[dict[str, Any]] = []
-    for part in parts:
-        match part:
-            case Text(text=text):
-                blocks.append({"type": "text", "text": text})
-            case Image():
-                blocks.append({"type": "image", "source": _source(part, _IMAGE_TYPES)})
-            case Document(title=title, name=name):
-                block: dict[str, Any] = {"type": "document"}
-                block["source"] = _source(part, _DOCUMENT_TYPES)
-                if title or name:  # the API has no file name: it is the title the model sees
-                    block["title"] = title or name
-                blocks.append(block)
-            case Opaque():
-                blocks.append(_opaque(part))
-            case _:
-                raise UnsupportedContent(FORMAT, type(part).__name__.lower())
-    return blocks
-
-
-_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
-_DOCUMENT_TYPES = frozenset({"application/pdf", "text/plain"})
-
-
-def _source(part: Image | Document, types: frozenset[str]) -> dict[str, Any]:
-    """Where an image or a document comes from: inline (base64; a plain-text document as its
-    text), a URL, or a file of the Files API."""
-    kind = "an image" if type(part) is Image else "a document"
-    if part.media_type is not None and part.media_type not in types:
-        raise UnsupportedContent(FORMAT, f"{kind} of type {part.media_type}")
-    if part.url is not None:
-        return {"type": "url", "url": part.url}
-    if part.data is None:
-        return {"type": "file", "file_id": part.file_id}
-    if part.media_type == "text/plain":
-        try:
-            return {"type": "text", "media_type": "text/plain", "data": part.data.decode()}
-        except UnicodeDecodeError:
-            raise UnsupportedContent(FORMAT, "a text/plain document that is not UTF-8") from None
-    data = base64.b64encode(part.data).decode("ascii")
-    return {"type": "base64", "media_type": part.media_type, "data": data}
-
-
-def _tool_result(result: ToolResult) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id}
-    content = result.content if isinstance(result.content, str) else _parts(result.content)
-    if content or result.is_error:
-        block["content"] = content or _EMPTY_ERROR
-    if result.is_error:
-        block["is_error"] = True
-    return block
 
 
 # -- decoding --------------------------------------------------------------------------------------
@@ -414,35 +346,7 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:
         return Thinking("", redacted=True, provider_data={"data": data})
     if kind == "tool_use":
         return _tool_call(block, path, streamed, cut)
-    return Opaque(FORMAT, kept(_unknown(block, kind, path), path))
-
-
-_CLIENT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
-
-
-def _unknown(block: dict[str, Any], kind: str, path: str) -> dict[str, Any]:
-    """A block of a type the codec does not know: a server tool's, or one newer than the codec,
-    unless its type is a misspelling of a client block's (within a quarter of its letters, at
-    most 4 edits: `tool_uze`, `txt`), which no API version sends: that is a broken reply."""
-    for known in _CLIENT_BLOCKS:
-        if _edits(kind.lower(), known) <= len(known) // 4:
-            raise DecodeError(f"{path}.type", f"{kind!r} is a misspelling of {known!r}")
-    return block
-
-
-def _edits(a: str, b: str) -> int:
-    """How many letters added, dropped, changed or swapped with the next turn `a` into `b`."""
-    if abs(len(a) - len(b)) > 4:
-        return 5
-    before, row = list(range(len(b) + 1)), list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        earlier, before, row = before, row, [i]
-        for j, y in enumerate(b, 1):
-            cost = min(before[j] + 1, row[j - 1] + 1, before[j - 1] + (x != y))
-            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
-                cost = min(cost, earlier[j - 2] + 1)
-            row.append(cost)
-    return row[-1]
+    return Opaque(FORMAT, kept(unknown(block, kind, path), path))
 
 
 def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool) -> ToolCall:
@@ -603,8 +507,8 @@ class StreamAccumulator:
             block["name"] = name = heal(field(block, "name", str, path))
             return [ArgumentsDelta(index, call_id, name, "")]
         if kind not in _BLOCK_TEXT:
-            if kind not in _CLIENT_BLOCKS:
-                _unknown(block, kind, path)
+            if kind not in CLIENT_BLOCKS:
+                unknown(block, kind, path)
             return []
         if isinstance(block.get("citations"), list):
             block["citations"] = list(block["citations"])  # citations_delta adds to it
