@@ -5,9 +5,12 @@ histories replayed with Temporal's `Replayer`."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import threading
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -59,6 +62,22 @@ def env() -> Iterator[Env]:
             yield running
         finally:
             running.close()
+
+
+HISTORIES = Path(__file__).parent / "temporal_histories"
+"""Histories of fixture runs, kept so that a change to the workflow or the core that would
+break runs under way shows as a nondeterminism error in CI (no server needed). Written by the
+conformance and kill tests with TURNSTILE_RECORD_HISTORIES=1 (the ones kept are those
+that differ in what the workflow does: a round of calls, a retry's timer, a finalize, a refusal,
+a worker lost in a tool call and in a model call)."""
+
+
+def keep(history: WorkflowHistory, name: str) -> None:
+    """Save `history` as HISTORIES/`name`.json when TURNSTILE_RECORD_HISTORIES is set."""
+    if os.environ.get("TURNSTILE_RECORD_HISTORIES"):
+        HISTORIES.mkdir(exist_ok=True)
+        compact = json.dumps(json.loads(history.to_json()), separators=(",", ":"))
+        (HISTORIES / f"{name}.json").write_text(compact + "\n")
 
 
 def replay(*histories: WorkflowHistory) -> None:

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowHistory
 from turnstile.executors import Run, ToolRunner
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
 from turnstile.executors.testing import replay
@@ -19,7 +20,7 @@ from turnstile.providers.replay import (
     spec_for,
 )
 
-from tests.executors.temporal_kit import Env, env, needs_server, temporal
+from tests.executors.temporal_kit import Env, env, keep, needs_server, temporal
 from tests.executors.temporal_kit import replay as replay_history
 from tests.executors.test_conformance import FIXTURES, TOOLS, event_log
 
@@ -36,7 +37,7 @@ def through_temporal(env: Env, path: Path, tools: ToolRunner | None = None) -> R
     recorded = RecordedTools(trace)
     queue = f"conformance-{path.parent.name}-{path.stem}-{uuid.uuid4().hex[:8]}"
 
-    async def go() -> tuple[Run, object]:
+    async def go() -> tuple[Run, WorkflowHistory]:
         runner = recorded if tools is None else tools
         async with temporal.worker(
             env.client, models={"replay": model}, tools=runner, task_queue=queue
@@ -55,7 +56,8 @@ def through_temporal(env: Env, path: Path, tools: ToolRunner | None = None) -> R
     run, history = env.wait(go(), 60)
     assert not transport.remaining, f"exchanges left unused: {len(transport.remaining)}"
     assert not recorded.unrecorded
-    replay_history(history)  # type: ignore[arg-type]
+    replay_history(history)
+    keep(history, f"{path.parent.name}-{path.stem}" + ("-sandbox" if tools else ""))
     return run
 
 

@@ -1,0 +1,97 @@
+"""A worker process for the kill -9 tests: `python -m tests.executors.temporal_agent ADDRESS
+QUEUE LOG` runs turnstile's workflow and activities on QUEUE until it is killed.
+
+The run it serves is examples/durable's: three turns of two payments each, a balance, an answer.
+Every model call and tool call writes a line to LOG as it begins (`model N`, `start CALL_ID`,
+`balance CALL_ID`) and a payment another as it ends (`paid CALL_ID`), each after `SLOW_S`, so
+a kill can land inside any of them and the log shows what ran how often.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from turnstile.core import (
+    AssistantMessage,
+    LoopSpec,
+    ModelRequest,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolContext,
+    tool,
+)
+from turnstile.executors import ScriptedModel
+
+SLOW_S = 0.4
+LOG = Path("temporal-agent.log")
+
+
+def note(line: str) -> None:
+    with LOG.open("a") as log:
+        log.write(line + "\n")
+
+
+@tool
+def pay(invoice: str, context: ToolContext) -> str:
+    """Pay an invoice: not replay-safe, paying twice costs twice."""
+    note(f"start {context.call_id}")
+    time.sleep(SLOW_S)
+    note(f"paid {context.call_id}")
+    return f"paid {invoice}"
+
+
+@tool(replay_safe=True)
+def balance(context: ToolContext) -> str:
+    """The account's balance: reading it twice does no harm."""
+    note(f"balance {context.call_id}")
+    time.sleep(SLOW_S)
+    return "400 EUR"
+
+
+SPEC = LoopSpec(tools=(pay.spec, balance.spec))
+PROMPT = "Pay invoices 1 to 6, then tell me the balance."
+PAYMENTS = [f"pay-{n}" for n in range(1, 7)]
+
+
+def model(request: ModelRequest) -> ModelResponse:
+    """Answers from the conversation so far, so whichever worker asks gets the reply owed."""
+    turn = sum(type(m) is AssistantMessage for m in request.messages)
+    note(f"model {turn}")
+    time.sleep(SLOW_S)
+    if turn < 3:
+        calls = [
+            ToolCall(f"pay-{2 * turn + k}", "pay", {"invoice": str(2 * turn + k)}) for k in (1, 2)
+        ]
+        return ModelResponse(
+            [Text(f"Paying {2 * turn + 1}, {2 * turn + 2}."), *calls], ModelStop.tool_use
+        )
+    if turn == 3:
+        return ModelResponse([ToolCall("bal", "balance", {})], ModelStop.tool_use)
+    return ModelResponse([Text("Paid (or reported), balance checked.")], ModelStop.end_turn)
+
+
+async def serve(address: str, queue: str) -> None:
+    from temporalio.client import Client
+    from turnstile.executors import temporal
+
+    client = await Client.connect(address)
+    worker = temporal.worker(
+        client,
+        models={"scripted": ScriptedModel(model)},
+        tools=[pay, balance],
+        task_queue=queue,
+        # a killed worker's runs go back to the shared queue after this, not the default 10 s
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+    )
+    await worker.run()
+
+
+if __name__ == "__main__":
+    address, queue, LOG = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    asyncio.run(serve(address, queue))
