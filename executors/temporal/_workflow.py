@@ -96,6 +96,7 @@ class LoopWorkflow:
             commands = loop.outstanding_commands()
         try:
             while self._launch(commands) is None:
+                commands = []
                 self._arm()
                 await workflow.wait_condition(lambda: bool(self._inbox))
                 key, obs = self._inbox.popleft()
@@ -133,7 +134,12 @@ class LoopWorkflow:
     # -- carrying out commands ---------------------------------------------------------------
 
     def _now(self) -> float:
-        return workflow.time() + self._offset
+        """The run's clock: workflow time plus the offset, never before the loop's last event
+        (`workflow.time()` stands still within a task, and adding a resumed loop's offset back
+        can round to a hair before the time it was taken from)."""
+        now = workflow.time() + self._offset
+        events = self._loop.state.events if self._loop is not None else None
+        return max(now, events[-1].now) if events else now
 
     def _launch(self, commands: list[Command]) -> Finish | None:
         """Start each command; a tool's start goes to the loop before its activity is
