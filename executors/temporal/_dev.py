@@ -48,15 +48,14 @@ def dev_server(
     if db_file is not None:
         args += ["--db-filename", os.fspath(db_file)]
     with tempfile.TemporaryDirectory(prefix="turnstile-temporal-") as home:
+        env = {**os.environ, "HOME": home}
         server = subprocess.Popen(
-            args,
-            env={**os.environ, "HOME": home},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
         )
         try:
-            _wait_listening(port, server, timeout_s)
-            yield f"127.0.0.1:{port}"
+            address = f"127.0.0.1:{port}"
+            _wait_healthy(binary, address, server, env, timeout_s)
+            yield address
         finally:
             server.terminate()
             try:
@@ -66,13 +65,21 @@ def dev_server(
                 server.wait()
 
 
-def _wait_listening(port: int, server: subprocess.Popen[bytes], timeout_s: float) -> None:
+def _wait_healthy(
+    binary: str,
+    address: str,
+    server: subprocess.Popen[bytes],
+    env: dict[str, str],
+    timeout_s: float,
+) -> None:
+    """Wait until the server says it serves (it listens a while before its frontend does)."""
+    check = [binary, "operator", "cluster", "health", "--address", address]
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         if server.poll() is not None:
             raise RuntimeError(f"the Temporal dev server exited ({server.returncode})")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"the Temporal dev server did not listen on {port} in {timeout_s:g} s")
+        done = subprocess.run(check, env=env, capture_output=True, check=False)
+        if done.returncode == 0:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"the Temporal dev server at {address} was not up in {timeout_s:g} s")
