@@ -1,5 +1,7 @@
-"""A worker process for the kill -9 tests: `python -m tests.executors.temporal_agent ADDRESS
-QUEUE LOG` runs turnstile's workflow and activities on QUEUE until it is killed.
+"""The agent of the kill -9 tests and the README's recipe, on Temporal:
+
+    python -m tests.executors.temporal_agent worker ADDRESS QUEUE LOG   # serve QUEUE until killed
+    python -m tests.executors.temporal_agent run ADDRESS QUEUE ID       # start run ID, print it
 
 The run it serves is examples/durable's: three turns of two payments each, a balance, an answer.
 Every model call and tool call writes a line to LOG as it begins (`model N`, `start CALL_ID`,
@@ -26,7 +28,7 @@ from turnstile.core import (
     ToolContext,
     tool,
 )
-from turnstile.executors import ScriptedModel
+from turnstile.executors import ScriptedModel, temporal
 
 SLOW_S = 0.4
 LOG = Path("temporal-agent.log")
@@ -78,7 +80,6 @@ def model(request: ModelRequest) -> ModelResponse:
 
 async def serve(address: str, queue: str) -> None:
     from temporalio.client import Client
-    from turnstile.executors import temporal
 
     client = await Client.connect(address)
     worker = temporal.worker(
@@ -92,6 +93,26 @@ async def serve(address: str, queue: str) -> None:
     await worker.run()
 
 
+FAST = temporal.Options(heartbeat_s=1.0, retry_interval_s=0.2)
+"""A lost worker is noticed within a second, and its calls retried 0.2 s later."""
+
+
+async def start_and_wait(address: str, queue: str, run_id: str) -> None:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    handle = await temporal.start(
+        client, SPEC, PROMPT, model="scripted", id=run_id, task_queue=queue, options=FAST
+    )
+    print(await handle.result())
+
+
 if __name__ == "__main__":
-    address, queue, LOG = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    asyncio.run(serve(address, queue))
+    match sys.argv[1:]:
+        case ["worker", address, queue, log]:
+            LOG = Path(log)
+            asyncio.run(serve(address, queue))
+        case ["run", address, queue, run_id]:
+            asyncio.run(start_and_wait(address, queue, run_id))
+        case _:
+            sys.exit(__doc__)

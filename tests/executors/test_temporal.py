@@ -45,8 +45,6 @@ from tests.executors.test_conformance import event_log
 __all__ = ["env"]
 
 ROOT = Path(__file__).parent.parent.parent
-FAST = temporal.Options(heartbeat_s=1.0, retry_interval_s=0.2)
-"""A lost worker is noticed within a second, and its calls retried 0.2 s later."""
 
 
 def results(run: Run) -> dict[str, tuple[object, bool]]:
@@ -68,7 +66,7 @@ class Workers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(self) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "tests.executors.temporal_agent", self.env.address]
+        argv = [sys.executable, "-m", "tests.executors.temporal_agent", "worker", self.env.address]
         proc = subprocess.Popen([*argv, self.queue, str(self.log)], cwd=ROOT)
         self.procs.append(proc)
         return proc
@@ -112,7 +110,7 @@ def killed_run(workers: Workers, kill_when: Callable[[list[str]], bool]) -> tupl
             model="scripted",
             id=workers.queue,
             task_queue=workers.queue,
-            options=FAST,
+            options=agent.FAST,
         ),
         30,
     )
