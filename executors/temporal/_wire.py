@@ -80,7 +80,7 @@ def _as_list(value: object) -> object:
     """A request's messages are a `History` view of the loop's ledger: sent as the list."""
     if isinstance(value, History):
         return list(value)
-    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+    raise TypeError(f"cannot encode {type(value).__name__}")
 
 
 encode = msgspec.json.Encoder(enc_hook=_as_list).encode

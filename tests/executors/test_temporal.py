@@ -336,3 +336,25 @@ def test_a_cancelled_workflow_finishes_cancelled(env: Env, inproc: InProcess) ->
     run = env.wait(handle.result(), 30)
     assert run.stop_reason.value == "cancelled"
     assert_history_valid(run)
+
+
+def test_a_spec_holding_code_is_refused_before_anything_starts() -> None:
+    class Answer(msgspec.Struct):
+        text: str
+
+    spec = LoopSpec(output=Answer)
+    with pytest.raises(ValueError, match="cannot be sent to a workflow as JSON"):
+        asyncio.run(temporal.start(None, spec, "hi", model="m", id="never"))  # type: ignore[arg-type]
+
+
+def test_without_temporalio_the_import_says_which_extra_to_install() -> None:
+    code = (
+        "import sys; sys.modules['temporalio'] = None\n"
+        "try:\n    import turnstile.executors.temporal\n"
+        "except ImportError as e:\n    print(type(e).__name__, e)\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == (
+        "MissingExtra turnstile.executors.temporal needs the temporalio package: "
+        "pip install 'turnstile[temporal]'"
+    )
