@@ -135,8 +135,8 @@ class LoopWorkflow:
 
     def _now(self) -> float:
         """The run's clock: workflow time plus the offset, never before the loop's last event
-        (`workflow.time()` stands still within a task, and adding a resumed loop's offset back
-        can round to a hair before the time it was taken from)."""
+        (`workflow.time()` is epoch seconds, whose float steps are 2.4e-7 s: a resumed loop's
+        offset added back can come out that much before the time it was taken from)."""
         now = workflow.time() + self._offset
         events = self._loop.state.events if self._loop is not None else None
         return max(now, events[-1].now) if events else now
