@@ -8,6 +8,8 @@ __all__ = ["cache_key", "request"]
 import hashlib
 from collections.abc import Sequence
 
+import msgspec
+
 from ._commands import ModelRequest, Purpose
 from ._guards import canonical
 from ._history import History
@@ -19,9 +21,10 @@ from ._tools import ToolSpec
 
 
 def cache_key(events: Sequence[Event]) -> str:
-    """A conversation's cache key, drawn from its first event: every run over it (and every
-    replay of it) sends the same, and other conversations another."""
-    first = canonical.encode(events[0]) if events else b""
+    """A conversation's cache key, drawn from its first event but not its time: every run over
+    it (and every recording and replay of it, whatever the clock) sends the same, and other
+    conversations another."""
+    first = canonical.encode(msgspec.structs.replace(events[0], now=0.0)) if events else b""
     return "turnstile-" + hashlib.blake2b(first, digest_size=12).hexdigest()
 
 
@@ -43,7 +46,7 @@ def request(
         () if final else offered,
         spec.max_tokens,
         Purpose.finalize if final else Purpose.turn,
-        "auto" if final or output is None else output.tool_choice,
+        "auto" if final or output is None else output.tool_choice(st.messages[-1]),
         spec.server_tools,
         cache,
         key if cache is not None else None,

@@ -12,13 +12,14 @@ from typing import Any
 import msgspec
 
 from ._commands import StopReason
-from ._messages import ToolCall, ToolResult
-from ._request import OutputFormat, ToolChoice
+from ._messages import Message, ToolCall, ToolResult, UserMessage
+from ._request import OutputFormat, ToolChoice, UseTool
 from ._state import LoopState
 from ._tools import ToolSpec
 
 OUTPUT_TOOL = "final_answer"
 NO_ANSWER = f"Give your final answer by calling the {OUTPUT_TOOL} tool."
+_ASKED_FOR_TOOL = UserMessage(NO_ANSWER)
 
 
 def _object_schema(kind: Any) -> dict[str, Any]:
@@ -36,6 +37,29 @@ def _object_schema(kind: Any) -> dict[str, Any]:
     return schema
 
 
+def _closed(schema: Any) -> bool:
+    """Whether every object in `schema` requires all its properties, as providers' strict modes
+    demand; if so, each is closed to others (`additionalProperties: false`, also demanded)."""
+    objects: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> bool:
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                if set(node.get("required", ())) != set(node.get("properties", {})):
+                    return False
+                objects.append(node)
+            return all(walk(v) for v in node.values())
+        if isinstance(node, list):
+            return all(walk(v) for v in node)
+        return True
+
+    if not walk(schema):
+        return False
+    for node in objects:
+        node.setdefault("additionalProperties", False)
+    return True
+
+
 class Output:
     """A spec's `output` type made ready: its tool or native format, and its check."""
 
@@ -47,17 +71,20 @@ class Output:
         name = getattr(kind, "__name__", "answer")
         self.tool: ToolSpec | None = None
         self.format: OutputFormat | None = None
+        strict = _closed(schema)
         if mode == "tool":
             self.tool = ToolSpec(
-                OUTPUT_TOOL, f"Give your final answer ({name}).", schema, finish=True, strict=True
+                OUTPUT_TOOL, f"Give your final answer ({name}).", schema, finish=True, strict=strict
             )
         else:
-            self.format = OutputFormat(name, schema)
+            self.format = OutputFormat(name, schema, strict=strict)
 
-    @property
-    def tool_choice(self) -> ToolChoice:
-        """With an answer tool, every turn must call a tool: the answer comes by no other way."""
-        return "required" if self.tool is not None else "auto"
+    def tool_choice(self, last: Message | None) -> ToolChoice:
+        """With an answer tool, every turn must call a tool (the answer comes by no other way),
+        and right after a reply that answered in text instead, that tool."""
+        if self.tool is None:
+            return "auto"
+        return UseTool(OUTPUT_TOOL) if last == _ASKED_FOR_TOOL else "required"
 
     def typed(self, value: Any) -> Any:
         """The answer the state holds (plain data) as the spec's type."""
@@ -72,13 +99,17 @@ class Output:
         converts to the type, or None and what is wrong with it, for the model to read."""
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = json.loads(value, parse_constant=_not_a_number)
             except ValueError as e:
                 return None, f"the answer is not JSON ({e}); reply with the JSON object only."
         try:
             return msgspec.to_builtins(self.typed(value)), None
         except msgspec.ValidationError as e:
             return None, f"the answer does not fit its schema: {e}. Correct it and answer again."
+
+
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is no JSON number")
 
 
 _ANSWERED = frozenset({StopReason.completed, StopReason.finish_tool})

@@ -103,18 +103,17 @@ def _schema(args_type: type[msgspec.Struct]) -> dict[str, Any]:
 
 
 def render(value: Any) -> str | list[ResultPart]:
-    """A tool's return value as the model reads it: str as is; an image, a document or a list
-    holding one as parts (other items of the list as text); anything else as JSON."""
-    if isinstance(value, str):
-        return value
+    """A tool's return value as the model reads it: an image, a document or a list holding one
+    as parts (other items of the list as text); anything else as text (`_text`)."""
     if isinstance(value, _MEDIA):
         return [value]
     if isinstance(value, list) and any(isinstance(v, _MEDIA) for v in value):
-        return [v if isinstance(v, _PARTS) else Text(render_text(v)) for v in value]
-    return _json.encode(value).decode()
+        return [v if isinstance(v, _PARTS) else Text(_text(v)) for v in value]
+    return _text(value)
 
 
-def render_text(value: Any) -> str:
+def _text(value: Any) -> str:
+    """str as is, anything else as JSON."""
     return value if isinstance(value, str) else _json.encode(value).decode()
 
 

@@ -81,7 +81,8 @@ class Run:
 
     @property
     def output(self) -> Any:
-        return self.loop.state.output
+        """The run's answer: `Finish.output` (typed, when the spec types it), else the state's."""
+        return self.finish.output if self.finish is not None else self.loop.state.output
 
     @property
     def messages(self) -> list[Message]:

@@ -40,12 +40,13 @@ __all__ = [
 ]
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from turnstile.core import ModelResponse, ModelStop, Part, Text, Thinking, ToolCall, Usage
+from turnstile.core import ModelResponse, ModelStop, Opaque, Part, Text, Thinking, ToolCall, Usage
 
 from ._errors import DecodeError
 from ._text import heal
@@ -160,11 +161,15 @@ def kept(value: Any, path: str) -> Any:
     verbatim), with its strings healed (`heal`), keys included. Its arrays and objects are new,
     so the caller's body may change without changing the reply.
 
-    Raises `DecodeError` when it nests deeper than `MAX_DEPTH`.
+    Raises `DecodeError` when it nests deeper than `MAX_DEPTH`, or holds a number JSON has no
+    word for (`NaN`, `Infinity`: Python's parser reads them, but no run could write them down).
     """
     if not shallow(value):
         raise DecodeError(path, f"nested deeper than {MAX_DEPTH} levels")
-    return _copied(value)
+    try:
+        return _copied(value)
+    except OverflowError:
+        raise DecodeError(path, "holds NaN or infinity, not a finite number") from None
 
 
 def _copied(value: Any) -> Any:
@@ -174,6 +179,8 @@ def _copied(value: Any) -> Any:
         return {heal(k) if type(k) is str else k: _copied(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_copied(v) for v in value]
+    if type(value) is float and not math.isfinite(value):
+        raise OverflowError
     return value
 
 
@@ -198,7 +205,10 @@ def reply(
 
 
 def _healed(part: Part) -> Part:
-    """`part` with its own strings healed (arguments and provider data are `kept` when read)."""
+    """`part` with its own strings healed (arguments, provider data and opaque blocks are `kept`
+    when read)."""
+    if type(part) is Opaque:
+        return part
     if type(part) is Text:
         text = heal(part.text)
         return part if text is part.text else msgspec.structs.replace(part, text=text)
@@ -231,9 +241,9 @@ def json_object(text: str) -> dict[str, Any] | None:
             return None
         try:  # Python's parser takes the escape of a lone surrogate, and its strings heal
             value = json.loads(text, parse_constant=_not_json)
-        except (ValueError, RecursionError):
+            return _copied(value) if type(value) is dict and shallow(value) else None
+        except (ValueError, OverflowError, RecursionError):  # not JSON, not finite, too deep
             return None
-        return _copied(value) if type(value) is dict and shallow(value) else None
     if type(value) is not dict:
         return None
     if text.count("[") + text.count("{") > MAX_DEPTH and not shallow(value):

@@ -15,23 +15,34 @@ from typing import Any
 
 from turnstile.core import (
     AssistantMessage,
+    CachePolicy,
+    Instructions,
     Message,
     ModelRequest,
     ModelResponse,
     ModelStop,
+    Opaque,
     Part,
-    ResultPart,
     Text,
     Thinking,
     ToolCall,
-    ToolResult,
+    ToolChoice,
     ToolResults,
     ToolSpec,
     Usage,
     UserMessage,
-    UserPart,
+    UseTool,
 )
 
+from ._anthropic_blocks import (
+    CLIENT_BLOCKS,
+    FORMAT,
+    citations_of,
+    content_blocks,
+    opaque,
+    tool_result,
+    unknown,
+)
 from ._cache import WireCache, folded
 from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
@@ -42,6 +53,7 @@ from ._wire import (
     count,
     expect,
     field,
+    json_value,
     kept,
     optional,
     reply,
@@ -60,8 +72,6 @@ _STOPS = {
     "model_context_window_exceeded": ModelStop.max_tokens,
 }
 _TRUNCATING = frozenset({"max_tokens", "model_context_window_exceeded"})
-FORMAT = "anthropic_messages"
-_EMPTY_ERROR = "(the tool failed without a message)"
 _ANY_OBJECT = {"type": "object"}
 
 
@@ -74,9 +84,28 @@ def encode(
     """The JSON body of POST /v1/messages for `request`.
 
     `options` (temperature, stream=True, tool_choice, metadata, thinking, ...) are merged in last
-    and win. Parts the API would reject are left out: blank text, thinking without a signature
-    (it cannot be verified), redacted thinking without its data; an assistant message left empty
-    is dropped and its neighbours, both user messages then, become one.
+    and win, except where the request decides: a `tool_choice` other than "auto" (required ->
+    any, none, `UseTool` -> tool; a client-wide `disable_parallel_tool_use` is kept) and
+    `output` (`output_config.format`, json_schema, beside the options' own `output_config`).
+    Parts the API would reject are left out: blank text, thinking without a signature (it cannot
+    be verified), redacted thinking without its data; an assistant message left empty is dropped
+    and its neighbours, both user messages then, become one.
+
+    User messages and tool results map each part to its block: text, images (base64, URL, Files
+    API; jpeg/png/gif/webp), documents (base64 PDF, plain text, URL, Files API; the title, or
+    else the file name, as `title`), `Opaque` blocks of this format verbatim. `Instructions` are a
+    `{"role": "system"}` message, which the API takes only right after a user turn (Claude Opus
+    4.8 and later). Audio, other media types, another format's blocks and misplaced instructions
+    raise `UnsupportedContent`. A prompt ending on an assistant text is a prefill. A reply's
+    `Opaque` blocks and its text's citations go back as they came. `ToolSpec.strict` is written
+    when set; `server_tools` of this format join `tools` verbatim.
+
+    With `request.cache`, breakpoints (`cache_control`, `ttl` "1h" when asked) mark the last
+    tool, the system prompt (then a list of one text block) and two messages: the newest, and
+    the one the previous request ended on (see `_breakpoints`); 4 at most, the API's limit. Text
+    content is then always a list of blocks, so a message reads the same with or without a
+    breakpoint and each request repeats the previous one's cached prefix byte for byte. An
+    `Opaque` block sent with its own `cache_control` counts towards the API's 4.
 
     A request without tools whose history holds tool calls (the loop's finalize request) declares
     the tools those calls named, with an open schema and `tool_choice: none`: the API has
@@ -88,18 +117,33 @@ def encode(
     entries of `messages` (the body and the list itself are new on every call): treat them as
     read-only, and copy one before changing it.
     """
+    mark = _mark(request.cache)
     body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
     if request.system is not None:
         body["system"] = request.system
-    body["messages"] = folded(_fold, request.messages, cache)
-    if request.tools:
-        body["tools"] = [_tool(spec) for spec in request.tools]
+        if mark is not None and request.system.strip():
+            body["system"] = [{"type": "text", "text": request.system, "cache_control": mark}]
+    if mark is None:
+        body["messages"] = folded(_fold, request.messages, cache)
+    else:
+        body["messages"] = _breakpoints(folded(_fold_blocks, request.messages, cache), mark)
+    tools = [_tool(spec) for spec in request.tools]
+    tools += [t.definition for t in request.server_tools if t.format == FORMAT]
+    if tools:
+        body["tools"] = tools
     else:
         used = _tools_called(request.messages)
         if used:
             body["tools"] = [{"name": name, "input_schema": dict(_ANY_OBJECT)} for name in used]
             body["tool_choice"] = {"type": "none"}
+    if mark is not None and "tools" in body:
+        body["tools"][-1] = {**body["tools"][-1], "cache_control": mark}
     body.update(options)
+    if "tools" in body and request.tool_choice != "auto":
+        body["tool_choice"] = _tool_choice(request.tool_choice, options.get("tool_choice"))
+    if request.output is not None:
+        shape = {"type": "json_schema", "schema": request.output.schema}
+        body["output_config"] = {**options.get("output_config", {}), "format": shape}
     return body
 
 
@@ -108,7 +152,70 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     if spec.description:
         tool["description"] = spec.description
     tool["input_schema"] = spec.parameters
+    if spec.strict is not None:
+        tool["strict"] = spec.strict
     return tool
+
+
+def _tool_choice(choice: ToolChoice, given: Any) -> dict[str, Any]:
+    """The loop's choice, keeping a client-wide `disable_parallel_tool_use` where it applies."""
+    if choice == "none":
+        return {"type": "none"}
+    wire = {"type": "tool", "name": choice.name} if isinstance(choice, UseTool) else {"type": "any"}
+    if isinstance(given, dict) and "disable_parallel_tool_use" in given:
+        wire["disable_parallel_tool_use"] = given["disable_parallel_tool_use"]
+    return wire
+
+
+def _mark(policy: CachePolicy | None) -> dict[str, str] | None:
+    if policy is None or not policy.enabled:
+        return None
+    return {"type": "ephemeral", "ttl": "1h"} if policy.ttl == "1h" else {"type": "ephemeral"}
+
+
+def _breakpoints(wire: list[dict[str, Any]], mark: dict[str, str]) -> list[dict[str, Any]]:
+    """`wire` (a new list, its entries shared) with breakpoints at the end of the newest message
+    and of the message the previous request ended on (the one before the newest reply): the
+    API finds a cached prefix only at a breakpoint or up to 20 blocks before one, and a turn may
+    add more, so the previous end keeps its own. Marked entries are copies."""
+    newest = len(wire) - 1
+    reply = next((i for i in range(newest, -1, -1) if wire[i]["role"] == "assistant"), 0)
+    for i in {newest, reply - 1} - {-1}:
+        wire[i] = _marked(wire[i], mark)
+    return wire
+
+
+_CACHEABLE = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
+"""The blocks whose types (in the SDK's params) take a `cache_control`; thinking blocks don't."""
+
+
+def _marked(message: dict[str, Any], mark: dict[str, str]) -> dict[str, Any]:
+    """A copy of `message` with a breakpoint on its last block that can hold one."""
+    content = message["content"]
+    for j in range(len(content) - 1, -1, -1):
+        if content[j].get("type") in _CACHEABLE:
+            block = {**content[j], "cache_control": mark}
+            return {**message, "content": [*content[:j], block, *content[j + 1 :]]}
+    return message
 
 
 def _tools_called(history: Sequence[Message]) -> list[str]:
@@ -119,19 +226,31 @@ def _tools_called(history: Sequence[Message]) -> list[str]:
     return list(names)
 
 
-def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
+def _fold(wire: list[dict[str, Any]], history: Iterable[Message], blocks: bool = False) -> None:
+    """Append `history` to `wire`; with `blocks`, text content as a list of blocks (caching's
+    form, so a message reads the same whether or not it holds a breakpoint)."""
     for message in history:
         match message:
-            case UserMessage(content=content):
-                _append(wire, "user", content if isinstance(content, str) else _texts(content))
+            case UserMessage(content=str() as text):
+                _append(wire, "user", _as_blocks(text) if blocks else text)
+            case UserMessage(content=list() as shown):
+                _append(wire, "user", content_blocks(shown))
             case AssistantMessage(content=parts):
-                blocks = [b for b in map(_block, parts) if b is not None]
-                if blocks:
-                    _append(wire, "assistant", blocks)
+                said = [b for b in map(_block, parts) if b is not None]
+                if said:
+                    _append(wire, "assistant", said)
             case ToolResults(results=results):
-                _append(wire, "user", [_tool_result(r) for r in results])
+                _append(wire, "user", [tool_result(r) for r in results])
+            case Instructions(text=text):
+                if not wire or wire[-1]["role"] != "user":
+                    raise UnsupportedContent(FORMAT, "instructions that do not follow a user turn")
+                _append(wire, "system", _as_blocks(text) if blocks else text)
             case _:
                 raise TypeError(f"not a message: {message!r}")
+
+
+def _fold_blocks(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
+    _fold(wire, history, blocks=True)
 
 
 def _append(wire: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
@@ -150,7 +269,8 @@ def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _block(part: Part) -> dict[str, Any] | None:
     match part:
         case Text(text=text) if text.strip():
-            return {"type": "text", "text": text}
+            citations = citations_of(part)
+            return {"type": "text", "text": text, **({"citations": citations} if citations else {})}
         case Thinking(redacted=True):
             data = _redacted_data(part)
             return {"type": "redacted_thinking", "data": data} if data else None
@@ -158,6 +278,8 @@ def _block(part: Part) -> dict[str, Any] | None:
             return {"type": "thinking", "thinking": text, "signature": signature}
         case ToolCall(id=call_id, name=name, arguments=arguments):
             return {"type": "tool_use", "id": call_id, "name": name, "input": dict(arguments)}
+        case Opaque():
+            return opaque(part)
     return None
 
 
@@ -166,34 +288,18 @@ def _redacted_data(part: Thinking) -> str | None:
     return data if isinstance(data, str) else part.signature
 
 
-def _texts(parts: Sequence[UserPart | ResultPart]) -> list[dict[str, Any]]:
-    blocks = []
-    for part in parts:
-        if type(part) is not Text:
-            raise UnsupportedContent(FORMAT, f"{type(part).__name__.lower()} parts (yet)")
-        blocks.append({"type": "text", "text": part.text})
-    return blocks
-
-
-def _tool_result(result: ToolResult) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id}
-    content = result.content if isinstance(result.content, str) else _texts(result.content)
-    if content or result.is_error:
-        block["content"] = content or _EMPTY_ERROR
-    if result.is_error:
-        block["is_error"] = True
-    return block
-
-
 # -- decoding --------------------------------------------------------------------------------------
 
 
 def decode(body: dict[str, Any]) -> ModelResponse:
     """The neutral response for a Messages API response body.
 
-    Text, thinking (with its signature), redacted thinking (its `data` in `provider_data`, sent
-    back verbatim) and tool calls are kept; server-tool and unknown block types are skipped, since
-    turnstile declares only client tools and a new block type must not break a run. A tool_use
+    Text (its citations in `provider_data`), thinking (with its signature), redacted thinking
+    (its `data` in `provider_data`, sent back verbatim) and tool calls are kept; every other
+    block (server tools' calls and results, MCP, a type newer than the codec) is an `Opaque`
+    holding it verbatim, so a new block type never breaks a run and goes back to the API as it
+    came. A type that misspells a client block's (`tool_uze`, see `_unknown`) is a `DecodeError`,
+    as is a kept block holding NaN or Infinity. A tool_use
     whose input is not an object becomes a call with empty `arguments` and the JSON text in
     `raw_arguments`; with `max_tokens` (or a full context window) a trailing tool_use was cut off
     and is marked `complete=False`. An unknown `stop_reason` maps to `ModelStop.other`; `raw_stop`
@@ -215,20 +321,23 @@ def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
     raw_stop = field(body, "stop_reason", str, "")
     cut = raw_stop in _TRUNCATING
     last = len(blocks) - 1
-    parts = []
-    for i, block in enumerate(blocks):
-        part = _part(block, f"content[{i}]", streamed.get(i), cut and i == last)
-        if part is not None:
-            parts.append(part)
+    parts = [
+        _part(block, f"content[{i}]", streamed.get(i), cut and i == last)
+        for i, block in enumerate(blocks)
+    ]
     stop = _STOPS.get(raw_stop, ModelStop.other)
     usage = _usage(field(body, "usage", dict, ""))
     return reply(parts, stop, usage, None if raw_stop == stop.value else raw_stop)
 
 
-def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None:
+def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:
     kind = field(expect(block, dict, path), "type", str, path)
     if kind == "text":
-        return Text(field(block, "text", str, path))
+        text = field(block, "text", str, path)
+        citations = optional(block, "citations", list, path, [])
+        if not citations:
+            return Text(text)
+        return Text(text, provider_data={"citations": kept(citations, f"{path}.citations")})
     if kind == "thinking":
         signature = optional(block, "signature", str, path, "")
         return Thinking(field(block, "thinking", str, path), signature=signature or None)
@@ -237,7 +346,7 @@ def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part | None
         return Thinking("", redacted=True, provider_data={"data": data})
     if kind == "tool_use":
         return _tool_call(block, path, streamed, cut)
-    return None
+    return Opaque(FORMAT, kept(unknown(block, kind, path), path))
 
 
 def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool) -> ToolCall:
@@ -285,8 +394,11 @@ def _failure(error: Any) -> ProviderError:
 class StreamAccumulator:
     """Folds the events of a streamed response (each SSE `data:` payload, parsed) into one.
 
-    `feed` returns the deltas a UI may show as they come; a tool call is announced by an
-    `ArgumentsDelta` with an empty fragment when its block starts. `result()` equals what
+    `feed` returns the deltas a UI may show as they come (their index is the block's); a tool call
+    is announced by an `ArgumentsDelta` with an empty fragment when its block starts. Other
+    blocks are assembled as the body would hold them: a server tool's `input` from its
+    `input_json_delta`s, a text's citations from `citations_delta`s; a delta type the codec does
+    not know leaves its block as it started. `result()` equals what
     `decode` gives for the equivalent non-streaming body. A tool call cut off by max_tokens (its
     JSON incomplete, often without `content_block_stop`) comes back with `complete=False`, the
     members that were certainly complete as `arguments` and the text as `raw_arguments`.
@@ -302,8 +414,6 @@ class StreamAccumulator:
         "_error",
         "_fragments",
         "_message",
-        "_parts",
-        "_shown",
         "_stop",
         "_texts",
         "_usage",
@@ -314,9 +424,7 @@ class StreamAccumulator:
         self._stop: Any = None
         self._usage: dict[str, Any] = {}
         self._blocks: list[dict[str, Any]] = []
-        self._parts: list[int | None] = []  # the part index of each block, None when skipped
-        self._shown = 0  # the parts so far: blocks of a kind the reply keeps
-        self._fragments: dict[int, Pieces] = {}  # a tool_use's JSON text, once a delta came
+        self._fragments: dict[int, Pieces] = {}  # a block's input as JSON text, once a delta came
         self._texts: dict[int, Pieces] = {}  # the text or thinking of a block
         self._done = False
         self._error: ProviderError | None = None
@@ -356,13 +464,20 @@ class StreamAccumulator:
         for index, pieces in self._texts.items():
             block = self._blocks[index]
             block[_BLOCK_TEXT[block["type"]]] = pieces.text()
+        calls = {}
+        for index, fragments in self._fragments.items():
+            block = self._blocks[index]
+            if block["type"] == "tool_use":
+                calls[index] = fragments.text()  # read as `decode` reads a call, cut or not
+            else:  # a server tool's call: its input as the body would have held it
+                block["input"] = json_value(fragments.text(), f"content[{index}].input")
         body = {
             **self._message,
             "content": self._blocks,
             "stop_reason": self._stop,
             "usage": self._usage,
         }
-        return _decode(body, {i: f.text() for i, f in self._fragments.items()})
+        return _decode(body, calls)
 
     def _start(self, message: dict[str, Any]) -> list[Delta]:
         if self._message is not None:
@@ -386,24 +501,22 @@ class StreamAccumulator:
         path = f"content[{index}]"
         block = dict(block)
         kind = field(block, "type", str, path)
-        known = kind in ("text", "thinking", "redacted_thinking", "tool_use")
-        part = self._shown if known else None
+        self._blocks.append(block)
         if kind == "tool_use":  # the deltas quote them: healed, as the reply's are
             block["id"] = call_id = tool_call_id(block, "id", path)
             block["name"] = name = heal(field(block, "name", str, path))
-        elif kind in _BLOCK_TEXT:
-            pieces = self._texts[index] = Pieces()
-            shown = pieces.add(field(block, _BLOCK_TEXT[kind], str, path))
-        self._blocks.append(block)
-        self._parts.append(part)
-        if part is None:
+            return [ArgumentsDelta(index, call_id, name, "")]
+        if kind not in _BLOCK_TEXT:
+            if kind not in CLIENT_BLOCKS:
+                unknown(block, kind, path)
             return []
-        self._shown += 1
-        if kind == "tool_use":
-            return [ArgumentsDelta(part, call_id, name, "")]
-        if kind in _BLOCK_TEXT and shown:
-            return [TextDelta(part, shown) if kind == "text" else ThinkingDelta(part, shown)]
-        return []
+        if isinstance(block.get("citations"), list):
+            block["citations"] = list(block["citations"])  # citations_delta adds to it
+        shown = self._texts[index] = Pieces()
+        text = shown.add(field(block, _BLOCK_TEXT[kind], str, path))
+        if not text:
+            return []
+        return [TextDelta(index, text) if kind == "text" else ThinkingDelta(index, text)]
 
     def _delta(self, event: dict[str, Any]) -> list[Delta]:
         index = field(event, "index", int, "content_block_delta")
@@ -411,14 +524,19 @@ class StreamAccumulator:
             raise DecodeError("content_block_delta.index", f"no content block {index}")
         delta = field(event, "delta", dict, "content_block_delta")
         kind = field(delta, "type", str, "content_block_delta.delta")
-        block, part = self._blocks[index], self._parts[index]
+        block = self._blocks[index]
         want = _DELTA_BLOCK.get(kind)
-        if part is None or want is None:
-            return []  # a block we skip (server tools), or a delta we do not use (citations)
-        if block["type"] != want:
+        if want is None:
+            return []  # a delta this codec does not know: the block keeps what it started with
+        if block["type"] != want and not (kind == "input_json_delta" and "input" in block):
             raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
-        key = _DELTA_FIELD[kind]
-        value = field(delta, key, str, "content_block_delta.delta")
+        where = "content_block_delta.delta"
+        if kind == "citations_delta":
+            if not isinstance(block.get("citations"), list):
+                block["citations"] = []
+            block["citations"].append(field(delta, "citation", dict, where))  # see _add
+            return []
+        value = field(delta, _DELTA_FIELD[kind], str, where)
         if kind == "signature_delta":
             block["signature"] = value
             return []
@@ -427,11 +545,13 @@ class StreamAccumulator:
             if fragments is None:
                 fragments = self._fragments[index] = Pieces()
             shown = fragments.add(value)
-            return [ArgumentsDelta(part, block["id"], block["name"], shown)] if shown else []
+            if not shown or block["type"] != "tool_use":
+                return []
+            return [ArgumentsDelta(index, block["id"], block["name"], shown)]
         shown = self._texts[index].add(value)  # pieces are joined once, in result()
         if not shown:
             return []
-        return [TextDelta(part, shown) if kind == "text_delta" else ThinkingDelta(part, shown)]
+        return [TextDelta(index, shown) if kind == "text_delta" else ThinkingDelta(index, shown)]
 
     def _message_delta(self, event: dict[str, Any]) -> None:
         delta = field(event, "delta", dict, "message_delta")
@@ -444,6 +564,7 @@ class StreamAccumulator:
 
 _DELTA_BLOCK = {
     "text_delta": "text",
+    "citations_delta": "text",
     "thinking_delta": "thinking",
     "signature_delta": "thinking",
     "input_json_delta": "tool_use",

@@ -5,6 +5,12 @@ items travel back verbatim (with their `encrypted_content`) beside the function 
 Function-call items have two ids: `call_id`, which results quote and which becomes
 `ToolCall.id`, and the item's own `fc_…` id, which rides along in `provider_data`.
 
+Every output item the codec does not read itself (a hosted tool's call or result: web search,
+file search, code interpreter, image generation, MCP; a program; a type newer than the codec) is
+an `Opaque` part, and goes back verbatim in the next request's input; an item under an unknown
+type that has a function call's `call_id`, `name` and `arguments` is a garbled call, a
+`DecodeError`. The conversation's items and parts are written by `_responses_items`.
+
 A stream's terminal event (`response.completed` / `response.incomplete`) carries the whole
 Response, so the accumulator's result is `decode()` of that body; the deltas shown along the way
 are checked against it at the end, so a UI never showed text the recorded reply lacks.
@@ -13,9 +19,10 @@ Items the client must answer besides function calls (`local_shell_call`, `shell_
 `apply_patch_call`, `computer_call`, `custom_tool_call`, `mcp_approval_request`, a client-run
 `tool_search_call`) come only from tools a caller adds through `tools=` options, and their answers
 are not a tool result's text (an exit code, a patch's status, a yes or no, a screenshot). So they
-never become `ToolCall`s: a completed reply holding one it does not answer itself (a hosted shell
-does) stops with `ModelStop.requires_action`, the item's type as `raw_stop`, since the API waits
-for an answer the loop cannot give; the run ends with `StopReason.requires_action`.
+are kept as `Opaque`, never `ToolCall`s: a completed reply holding one it does not answer itself
+(a hosted shell does) stops with `ModelStop.requires_action`, the item's type as `raw_stop`,
+since the API waits for an answer the loop cannot give; the run ends with
+`StopReason.requires_action`.
 """
 
 from __future__ import annotations
@@ -23,24 +30,23 @@ from __future__ import annotations
 __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
 import copy
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from turnstile.core import (
-    AssistantMessage,
-    Message,
     ModelRequest,
     ModelResponse,
     ModelStop,
+    Opaque,
+    OutputFormat,
     Part,
     Text,
     Thinking,
     ToolCall,
-    ToolResults,
+    ToolChoice,
     ToolSpec,
     Usage,
-    UserMessage,
+    UseTool,
 )
 
 from ._cache import WireCache, folded
@@ -48,25 +54,29 @@ from ._client import Wire, WireClient
 from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
 from ._failures import error_failure
+from ._responses_items import (
+    FORMAT,
+    SUMMARY_JOIN,
+    TEXT_FIELDS,
+    fold,
+    function_call,
+    message,
+    other_item,
+    reasoning,
+)
 from ._text import Pieces, heal
 from ._wire import (
     count,
     expect,
     field,
     index,
-    json_object,
     kept,
     optional,
     peek,
     reply,
-    tool_call,
     tool_call_id,
 )
 
-SUMMARY_JOIN = "\n\n"
-_TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
-# Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
-_CALL_FIELDS = ("type", "call_id", "name", "status")
 # An item only the client can answer, other than a function call: the item type answering it,
 # the key of the call it answers, and the call's key that holds that value.
 _ANSWERS = {
@@ -79,6 +89,8 @@ _ANSWERS = {
     "tool_search_call": ("tool_search_output", "call_id", "call_id"),
 }
 _ANSWER_KEYS = {answer: key for answer, key, _ in _ANSWERS.values()}
+# Schema keywords whose values are JSON values, not schemas: `_closed` leaves them as they are.
+_VALUES = frozenset({"const", "default", "enum", "examples"})
 # The reasons an `incomplete` response gives (`incomplete_details.reason`) that a stop names.
 _STOPS = {"max_output_tokens": ModelStop.max_tokens, "content_filter": ModelStop.content_filter}
 
@@ -92,24 +104,41 @@ def encode(
     """The JSON body for `POST /v1/responses`.
 
     Defaults: `store: false` and `include: ["reasoning.encrypted_content"]`, so reasoning can be
-    sent back without server-side state; tools go with `strict: false`, because the API otherwise
-    rewrites their schemas into strict mode (every field required). `options` are merged over the
-    body (`stream=True`, `reasoning={"effort": "low"}`, ...); an option set to None removes that
-    key, e.g. `include=None` for a model that rejects encrypted reasoning (gpt-4o, gpt-4.1).
+    sent back without server-side state. A tool's `strict` is its `ToolSpec.strict`, false when
+    None: left out, the API would rewrite the schema into strict mode (every field required), so
+    None means here what it means in the other formats. A strict schema (a tool's, or
+    `request.output`'s as `text.format`) has `additionalProperties: false` added to each object
+    that does not say, the one value strict mode takes. Server tools of this format join `tools`
+    as written; `tool_choice` is written unless "auto" (the API's default); with caching on,
+    `prompt_cache_key` is the policy's key or else the conversation's (`request.cache_key`).
+    `options` are merged over the body (`stream=True`, `reasoning={"effort": "low"}`, ...); an
+    option set to None removes that key, e.g. `include=None` for a model that rejects encrypted
+    reasoning (gpt-4o, gpt-4.1).
 
     With a `cache`, later calls on the same `History` encode only its new messages and reuse the
     items of `input` (the body and the list itself are new on every call): treat them as
-    read-only, and copy one before changing it.
+    read-only, and copy one before changing it. Raises `UnsupportedContent` for a part this
+    format cannot carry (audio, another format's `Opaque`).
     """
     body: dict[str, Any] = {"model": model}
     if request.system is not None:
         body["instructions"] = request.system
-    body["input"] = folded(_fold, request.messages, cache)
-    if request.tools:
-        body["tools"] = [_tool(spec) for spec in request.tools]
+    body["input"] = folded(fold, request.messages, cache)
+    tools = [_tool(spec) for spec in request.tools]
+    tools += [copy.deepcopy(t.definition) for t in request.server_tools if t.format == FORMAT]
+    if tools:
+        body["tools"] = tools
+    if request.tool_choice != "auto":
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.output is not None:
+        body["text"] = {"format": _text_format(request.output)}
     body["max_output_tokens"] = request.max_tokens
     body["store"] = False
     body["include"] = ["reasoning.encrypted_content"]
+    if request.cache is not None and request.cache.enabled:
+        key = request.cache.key or request.cache_key
+        if key is not None:
+            body["prompt_cache_key"] = key
     body.update(options)
     return {key: value for key, value in body.items() if value is not None or key not in options}
 
@@ -118,54 +147,34 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     tool: dict[str, Any] = {"type": "function", "name": spec.name}
     if spec.description:
         tool["description"] = spec.description
-    return {**tool, "parameters": spec.parameters, "strict": False}
+    strict = bool(spec.strict)
+    parameters = _closed(spec.parameters) if strict else spec.parameters
+    return {**tool, "parameters": parameters, "strict": strict}
 
 
-def _fold(items: list[dict[str, Any]], messages: Iterable[Message]) -> None:
-    for message in messages:
-        match message:
-            case UserMessage(content=content):
-                items.append({"type": "message", "role": "user", "content": content})
-            case AssistantMessage(content=parts):
-                _assistant(parts, items)
-            case ToolResults(results=results):
-                items.extend(
-                    {"type": "function_call_output", "call_id": r.call_id, "output": r.content}
-                    for r in results
-                )
+def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
+    return {"type": "function", "name": choice.name} if isinstance(choice, UseTool) else choice
 
 
-def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
-    """A reply's parts as input items, in order; adjacent texts share one message item. Thinking
-    without a reasoning item in `provider_data` (another provider's) has no form here: left out."""
-    texts: list[dict[str, Any]] = []
-    for part in [*parts, None]:  # None ends the last run of texts
-        if type(part) is Text:
-            if part.text:
-                texts.append({"type": "output_text", "text": part.text})
-            continue
-        if texts:
-            items.append({"type": "message", "role": "assistant", "content": texts})
-            texts = []
-        if type(part) is ToolCall:
-            items.append(_function_call(part))
-        elif type(part) is Thinking and peek(part.provider_data, "type", str, "") == "reasoning":
-            items.append(copy.deepcopy(part.provider_data))
+def _text_format(output: OutputFormat) -> dict[str, Any]:
+    schema = _closed(output.schema) if output.strict else output.schema
+    return {"type": "json_schema", "name": output.name, "schema": schema, "strict": output.strict}
 
 
-def _function_call(call: ToolCall) -> dict[str, Any]:
-    kept = copy.deepcopy(call.provider_data) if isinstance(call.provider_data, dict) else {}
-    item = {"type": "function_call", **kept, "call_id": call.id, "name": call.name}
-    return {**item, "arguments": _arguments_text(call, kept.get("arguments"))}
-
-
-def _arguments_text(call: ToolCall, kept: Any) -> str:
-    """The arguments as the model wrote them while still true to `call`, else re-serialized."""
-    if call.raw_arguments is not None:
-        return call.raw_arguments
-    if isinstance(kept, str) and (json_object(kept) if kept.strip() else {}) == call.arguments:
-        return kept
-    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+def _closed(schema: Any) -> Any:
+    """A copy of `schema` where every object schema that does not say whether it takes other
+    members says it does not (`additionalProperties: false`)."""
+    if isinstance(schema, list):
+        return [_closed(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {k: v if k in _VALUES else _closed(v) for k, v in schema.items()}
+    kind = schema.get("type")
+    if (kind == "object" or (isinstance(kind, list) and "object" in kind)) and (
+        "additionalProperties" not in schema
+    ):
+        closed["additionalProperties"] = False
+    return closed
 
 
 # -- decoding --------------------------------------------------------------------------------------
@@ -193,17 +202,19 @@ def decode(body: dict[str, Any]) -> ModelResponse:
     last = len(output) - 1
     for i, item in enumerate(output):
         where = f"output[{i}]"
-        kind = expect(item, dict, where).get("type")
+        kind = field(expect(item, dict, where), "type", str, where)
         if kind == "reasoning":
-            content.append(_thinking(item, where))
+            content.append(reasoning(item, where))
         elif kind == "message":
-            texts, refusal = _message(item, where)
+            texts, refusal = message(item, where)
             content.extend(texts)
             refused = refused or refusal
         elif kind == "function_call":
             ended = status != "completed" and i == last and item.get("status") != "completed"
             cut = ended or item.get("status") == "incomplete"
-            content.append(_tool_call(item, where, cut=cut))
+            content.append(function_call(item, where, cut=cut))
+        else:
+            content.append(other_item(item, kind, where))
     called = any(type(p) is ToolCall for p in content)
     stop, raw_stop = _stop(body, status, refused, called, _waiting(output))
     return reply(content, stop, _usage(body), raw_stop)
@@ -221,35 +232,6 @@ def _waiting(output: list[dict[str, Any]]) -> str | None:
             if ref is None or (answer, ref) not in given:
                 return kind
     return None
-
-
-def _thinking(item: dict[str, Any], where: str) -> Thinking:
-    field(item, "id", str, where)
-    texts = []
-    for j, entry in enumerate(field(item, "summary", list, where)):
-        at = f"{where}.summary[{j}]"
-        texts.append(field(expect(entry, dict, at), "text", str, at))
-    return Thinking(SUMMARY_JOIN.join(texts), provider_data=kept(item, where))
-
-
-def _message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
-    """The text parts of a message item, and whether one of them is a refusal."""
-    texts: list[Part] = []
-    refused = False
-    for j, part in enumerate(field(item, "content", list, where)):
-        key = _TEXT_FIELDS.get(peek(part, "type", str, ""))
-        if key is not None:
-            texts.append(Text(field(part, key, str, f"{where}.content[{j}]")))
-            refused = refused or key == "refusal"
-    return texts, refused
-
-
-def _tool_call(item: dict[str, Any], where: str, *, cut: bool) -> ToolCall:
-    call_id = tool_call_id(item, "call_id", where)
-    name = field(item, "name", str, where)
-    text = field(item, "arguments", str, where)
-    extra = kept({k: v for k, v in item.items() if k not in _CALL_FIELDS}, where)
-    return tool_call(call_id, name, text, cut=cut, provider_data=extra)
 
 
 def _stop(
@@ -289,6 +271,8 @@ def _visible(part: Part) -> str:
     """What the deltas of `part` add up to: its text, or a call's arguments as written."""
     if type(part) is ToolCall:
         return part.provider_data["arguments"]
+    if type(part) is Opaque:
+        return ""
     return part.text  # type: ignore[union-attr]
 
 
@@ -417,11 +401,16 @@ class StreamAccumulator:
         elif kind == "message":
             for ci, part in enumerate(peek(item, "content", list, [])):
                 deltas += self._text_part(at, ci, part)
+        else:
+            self._new((at, -1), Opaque)  # kept as it comes: no deltas
         return deltas
 
     def _text_part(self, at: int, ci: int, part: Any) -> list[Delta]:
-        key = _TEXT_FIELDS.get(peek(part, "type", str, ""))
-        if key is None or (at, ci) in self._parts:
+        if (at, ci) in self._parts:
+            return []
+        key = TEXT_FIELDS.get(peek(part, "type", str, ""))
+        if key is None:
+            self._new((at, ci), Opaque)
             return []
         return self._emit(self._new((at, ci), Text), peek(part, key, str, ""), TextDelta)
 

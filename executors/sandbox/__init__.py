@@ -30,22 +30,23 @@ __all__ = [
     "available_layers",
 ]
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any
 
 from turnstile.core import Tool, ToolContext, ToolOutcome, ToolSpec
 
+from ._cgroup import where
 from ._host import exchange, host_sys_path
 from ._layers import LAYERS, Layer, SandboxUnavailable, check_required
 from ._limits import SandboxLimits
 from ._pool import Pool
 from ._probe import probe
 from ._refs import ToolRef, reference
-from ._uids import UIDS
 from ._view import needed_paths
-from ._wire import Call, Prepare
-from ._workdir import workdir
+from ._wire import Call, Prepare, Tree
+from ._workdir import home, remove, workdir
 
 ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
 """Layers every sandbox needs: without them (a failed probe, say) none is built."""
@@ -98,10 +99,12 @@ class Sandbox:
         self.layers: Mapping[str, Layer] = MappingProxyType(layers)
         self._applied = tuple(name for name, layer in layers.items() if layer.in_force)
         self._sys_path = host_sys_path()
-        modules = [r.module_file for r in self._tools.values() if r.module_file]
-        self._needed = needed_paths([*modules, *limits.writable_paths])
-        ahead = Prepare(self._applied, limits.network, self._needed)
-        self._pool = Pool(self._sys_path, warm, ahead)
+        modules = [ref.path.partition(":")[0] for ref in self._tools.values()]
+        needed = needed_paths(modules, limits.writable_paths, network=limits.network)
+        calls_home = home() if "workdir_tmpfs" in self._applied else None
+        self._tree = Tree(self._applied, needed, limits, calls_home, where())
+        self._removes_home = weakref.finalize(self, remove, calls_home) if calls_home else None
+        self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -116,9 +119,8 @@ class Sandbox:
         if ref is None:
             return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
         wall_s = ref.spec.timeout_s or self.limits.wall_s
-        uid = UIDS.acquire() if "separate_uid" in self._applied else None
         try:
-            with workdir(uid) as path:
+            with workdir("separate_uid" in self._applied, self._tree.home is None) as (path, uid):
                 call = Call(
                     tool=ref.path,
                     spec=ref.spec,
@@ -128,25 +130,23 @@ class Sandbox:
                     uid=uid,
                     limits=self.limits,
                     layers=self._applied,
-                    needed=self._needed,
                 )
                 launcher = self._pool.acquire()
                 healthy = False
                 try:
-                    answer = exchange(launcher, call, wall_s)
+                    answer = exchange(launcher, self._tree, call, wall_s)
                     healthy = answer.healthy
                 finally:
                     self._pool.release(launcher, healthy)
-                return answer.outcome(name, self.limits, wall_s)
+            return answer.outcome(name, self.limits, wall_s)
         except Exception as e:  # the sandbox's own failure must not end the run
             return ToolOutcome(f"the sandbox failed to run {name}: {type(e).__name__}: {e}", True)
-        finally:
-            if uid is not None:
-                UIDS.release(uid)
 
     def close(self) -> None:
         """Stop the warm launchers; calls after this fail."""
         self._pool.close()
+        if self._removes_home is not None:
+            self._removes_home()
 
     def __enter__(self) -> Sandbox:
         return self

@@ -11,12 +11,14 @@ from __future__ import annotations
 __all__ = ["serve"]
 
 import contextlib
+import errno
 import os
 import signal
 import socket
 import sys
 from typing import Any, NoReturn
 
+import msgspec
 from msgspec.json import encode
 from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
 
@@ -26,8 +28,8 @@ from ._limits import SandboxLimits
 from ._linux import set_parent_death_signal
 from ._refs import resolve
 from ._verdict import exception_hint, too_large_message
-from ._view import show
-from ._wire import Call, Message, Report, Result, frame, receive
+from ._view import private_ipc, show
+from ._wire import Call, Message, Report, Result, decode_only, frame, receive
 
 
 class _HintingTool(Tool):
@@ -99,41 +101,79 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _show_workdir(call: Call, covers: dict[str, int], layers: dict[str, Layer]) -> None:
-    """In the call's mount namespace (which shows what the call needs), show its work dir."""
+def _private_ipc(covers: dict[str, int]) -> Layer:
+    """Ahead of the call: an IPC namespace of the tool process's own (its init has none)."""
     try:
-        covered = show(call.workdir, covers)
+        return Layer(True, private_ipc(rooted="/" in covers))
     except OSError as e:
-        layers["mount_namespace"] = Layer(False, e.strerror or str(e))
-        return
-    if covered:
-        detail = f"{layers['mount_namespace'].detail}; {covered} hidden but for the work dir"
-        layers["mount_namespace"] = Layer(True, detail)
+        needs = " (needs root)" if e.errno == errno.EPERM else ""
+        return Layer(False, (e.strerror or str(e)) + needs)
+
+
+def _own_workdir(
+    call: Call, workdir: str | None, layers: dict[str, Layer]
+) -> tuple[Call, str | None]:
+    """The call with the work dir its tree made if it came without one, given to the call's
+    user; and the mount point of the call's tmpfs that dir is in, if it is in one."""
+    if call.workdir or workdir is None:
+        return call, None
+    call = msgspec.structs.replace(call, workdir=workdir)
+    if not layers.get("workdir_tmpfs", Layer(False, "")).in_force:
+        return call, None  # its home on the host: a call is refused, a probe goes on
+    if call.uid is not None:
+        os.chown(workdir, call.uid, call.uid)
+    return call, os.path.dirname(workdir)
+
+
+def _show_own_paths(call: Call, covers: dict[str, int], tmpfs: str | None) -> Layer:
+    """Bind the call's writable paths into the root built for it, if any, and its work dir
+    too unless that is in the call's `tmpfs` (which stays on top)."""
+    if "/" not in covers:
+        return Layer(False, "needs mount_namespace")
+    paths = call.limits.writable_paths
+    try:
+        show(paths if tmpfs else (call.workdir, *paths), covers, tmpfs)
+    except OSError as e:
+        return Layer(False, e.strerror or str(e))
+    detail = "its own: the interpreter, its packages and the tools' modules read-only"
+    return Layer(True, f"{detail}, its work dir and writable paths read-write; no other path")
 
 
 def serve(
-    sock: socket.socket, made: dict[str, Layer], covers: dict[str, int], ahead: bool
+    sock: socket.socket,
+    made: dict[str, Layer],
+    covers: dict[str, int],
+    workdir: str | None,
+    ahead: bool,
 ) -> NoReturn:
-    """Wait on `sock` for the call and its result and output pipes, confine this process (the
-    launcher and init recorded the layers they `made`, and the `covers` of its mount
-    namespace), then run the call or, for a probe, report the layers; exits, never returns.
-    Made `ahead` of its call, it rehearses while it waits."""
+    """Wait on `sock` for the call (in a memfd) and its result and output pipes, confine this
+    process (the launcher and init recorded the layers they `made`; `covers` holds the way to
+    the host's mount namespace if they built the call a root, `workdir` the work dir they made
+    in the call's tmpfs), then run the call or, for a probe, report the layers; exits, never
+    returns. Made `ahead` of its call, it rehearses while it waits."""
     set_parent_death_signal(signal.SIGKILL)
+    made = {**made, "ipc_namespace": _private_ipc(covers)}
     if ahead:
         with contextlib.suppress(Exception):  # it would only have saved time
             _rehearse()
-    call, fds = receive(sock) or (None, [])
+    _, fds = receive(sock) or (None, [])
     sock.close()
-    if not isinstance(call, Call) or len(fds) != 2:
+    if len(fds) != 3:
         os._exit(0)  # the launcher let this tree go unused
-    result_fd, output_fd = fds
+    call_fd, result_fd, output_fd = fds
+    call = decode_only(os.pread(call_fd, os.fstat(call_fd).st_size, 0))
+    os.close(call_fd)
+    if not isinstance(call, Call):
+        os._exit(70)
     wanted = set(LAYERS) if call.probe else set(call.layers)
     layers = {name: layer for name, layer in made.items() if name in wanted}
     me = os.getpid()
     code = 0
     try:
-        if layers.get("mount_namespace", Layer(False, "")).in_force:
-            _show_workdir(call, covers, layers)
+        call, tmpfs = _own_workdir(call, workdir, layers)
+        root = _show_own_paths(call, covers, tmpfs)
+        if "private_root" in wanted:
+            layers["private_root"] = root
         plumb(result_fd, output_fd)  # closes the covers' handles too
         ready = all(layer.in_force for layer in layers.values())
         ready = confine(call, wanted, layers) and ready

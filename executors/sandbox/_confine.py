@@ -1,5 +1,6 @@
-"""Confining the tool's process before any tool code runs: descriptors, environment, limits,
-Landlock, an unprivileged uid, seccomp — in that order, each step reported as a `Layer`.
+"""Confining the tool's process before any tool code runs: descriptors, address families,
+environment, limits, Landlock, an unprivileged uid, seccomp — in that order, each step reported
+as a `Layer`.
 
 Order matters: limits and Landlock are set while still root (and become irrevocable once the
 uid changes), and seccomp comes last so that it need not allow the steps before it.
@@ -82,6 +83,8 @@ def _no_new_privs(call: Call) -> str:
 
 def _landlock(call: Call) -> str:
     writable = [call.workdir, *call.limits.writable_paths, os.devnull]
+    if "private_root" in call.layers and not call.probe:  # (a probe tries every layer)
+        writable += ["/dev/shm", "/dev/mqueue"]  # the call's own, in its own root
     return landlock.restrict(writable, network=call.limits.network)
 
 
@@ -97,11 +100,16 @@ def _separate_uid(call: Call) -> str:
     return "a uid of its own per call, no capabilities"
 
 
+def _socket_families(call: Call) -> str:
+    return seccomp.load("socket_families", network=call.limits.network)
+
+
 def _seccomp(call: Call) -> str:
-    return seccomp.load(network=call.limits.network)
+    return seccomp.load("seccomp", network=call.limits.network)
 
 
 _STEPS: tuple[tuple[str, Callable[[Call], str]], ...] = (
+    ("socket_families", _socket_families),
     ("scrubbed_env", _scrub_env),
     ("rlimits", _rlimits),
     ("no_new_privs", _no_new_privs),

@@ -1,5 +1,8 @@
 """The host's side: start a launcher, hand it one call, and watch the call's pipes.
 
+The call itself goes in a memfd the launcher passes on unread: a warm launcher forks every
+later call's tree from a state that never held this one's arguments.
+
 The host enforces what only it can see: the wall clock, the volume of stdout/stderr and the
 size of the result. On any of them it sends `Kill`; should the launcher not answer, its whole
 process group is killed and it is never used again.
@@ -21,9 +24,30 @@ from dataclasses import dataclass
 
 from turnstile.core import ToolOutcome, text_of
 
+from ._cgroup import remove_leftovers
 from ._limits import SandboxLimits
-from ._verdict import exit_message, killed_message, stray_message, too_large_message
-from ._wire import Call, Done, Kill, Message, Prepare, Result, decode_first, receive, send
+from ._verdict import (
+    exit_message,
+    forged_message,
+    killed_message,
+    limit_message,
+    stray_message,
+    too_large_message,
+)
+from ._wire import (
+    Call,
+    Done,
+    Kill,
+    Message,
+    Prepare,
+    Result,
+    Start,
+    Tree,
+    decode_only,
+    frame,
+    receive,
+    send,
+)
 
 # The packages' __init__s import the sync executor, the whole core (the loop
 # and its `transitions` machine among it) and this host side; the launcher needs none of that,
@@ -102,7 +126,8 @@ class Launcher:
         self.process.wait()
 
     def kill(self) -> None:
-        """Kill the launcher's whole process group, then reap the launcher."""
+        """Kill the launcher's whole process group, reap the launcher, and remove the cgroups
+        it had no time to."""
         self.sock.close()
         if self.process.poll() is None:
             try:
@@ -110,17 +135,20 @@ class Launcher:
             except ProcessLookupError:
                 pass
         self.process.wait()
+        remove_leftovers(self.process.pid)
 
 
 @dataclass
 class Exchange:
     """What came back from one call. `reason` is why the host stopped it ("timeout",
-    "output", "result"), `done` is None if the launcher failed, `output` is the tail of what
-    the call wrote to stdout/stderr."""
+    "output", "result"), `done` is None if the launcher failed, `result` the one message the
+    call wrote to its result pipe (None unless exactly one), `written` whether it wrote any,
+    `output` the tail of what it wrote to stdout/stderr."""
 
     result: Message | None = None
     done: Done | None = None
     reason: str | None = None
+    written: bool = False
     output: bytes = b""
 
     @property
@@ -129,29 +157,47 @@ class Exchange:
         return self.done is not None
 
     def outcome(self, name: str, limits: SandboxLimits, wall_s: float) -> ToolOutcome:
-        """What the model is told about the call."""
+        """What the model is told about the call. A result counts only if the call's process
+        exited cleanly (status 0) having written exactly one: a frame written by hand, then a
+        crash, or beside the real result, is no result of the call's."""
         if self.reason in ("timeout", "output"):
             return ToolOutcome(killed_message(name, self.reason, limits, wall_s), True)
         if self.reason == "result":
             return ToolOutcome(too_large_message(name, limits), True)
-        if isinstance(self.result, Result):
-            if self.done is not None and self.done.strays:
-                return ToolOutcome(stray_message(name, text_of(self.result.content)), True)
-            return ToolOutcome(self.result.content, self.result.is_error)
-        if self.done is not None and self.done.wait_status is not None:
-            return ToolOutcome(exit_message(name, self.done.wait_status, limits, self.output), True)
-        return ToolOutcome(f"the sandbox failed to run {name}", True)
+        if self.done is not None and self.done.limit is not None:
+            return ToolOutcome(limit_message(name, self.done.limit, limits), True)
+        status = None if self.done is None else self.done.wait_status
+        if self.done is None or status is None:
+            return ToolOutcome(f"the sandbox failed to run {name}", True)
+        if status != 0 or not self.written:
+            return ToolOutcome(exit_message(name, status, limits, self.output), True)
+        if not isinstance(self.result, Result):
+            return ToolOutcome(forged_message(name), True)
+        if self.done.strays:
+            return ToolOutcome(stray_message(name, text_of(self.result.content)), True)
+        return ToolOutcome(self.result.content, self.result.is_error)
 
 
-def exchange(launcher: Launcher, call: Call, wall_s: float) -> Exchange:
-    """Run `call` on `launcher` and collect everything the call sent back."""
+def _in_memfd(data: bytes) -> int:
+    """A memfd holding `data`."""
+    fd = os.memfd_create("turnstile-call", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return fd
+
+
+def exchange(launcher: Launcher, tree: Tree, call: Call, wall_s: float) -> Exchange:
+    """Run `call` on `launcher`, on a tree made for `tree`, and collect everything the call
+    sent back."""
+    call_fd = _in_memfd(frame(call))
     result_r, result_w = os.pipe()
     output_r, output_w = os.pipe()
     try:
-        send(launcher.sock, call, (result_w, output_w))
+        send(launcher.sock, Start(tree), (call_fd, result_w, output_w))
     finally:
-        os.close(result_w)
-        os.close(output_w)
+        for fd in (call_fd, result_w, output_w):
+            os.close(fd)
     try:
         return _watch(launcher, call, wall_s, result_r, output_r)
     finally:
@@ -212,6 +258,7 @@ def _watch(launcher: Launcher, call: Call, wall_s: float, result_r: int, output_
                     result += data
                 else:
                     stop("result")
-    out.result = decode_first(bytes(result))
+    out.result = decode_only(bytes(result))
+    out.written = bool(result)
     out.output = bytes(tail)
     return out

@@ -1,7 +1,7 @@
 """The launcher: a clean interpreter that forks one confined process tree per call.
 
 The host starts it (`python -I -c BOOT`) in its own session with a scrubbed environment, then
-sends `Call`s over a unix socket. A cold sandbox uses a launcher for one call; a warm one keeps
+sends `Start`s over a unix socket. A cold sandbox uses a launcher for one call; a warm one keeps
 it and forks from it again. Per call:
 
     launcher ─ fork ─> init (pid 1 of a new pid namespace; new mount and net namespaces)
@@ -10,7 +10,12 @@ it and forks from it again. Per call:
 A tree is made before it is handed its call, and serves that one call only. A launcher told to
 `Prepare` (a warm one) makes the next call's tree while the current call runs, so a call costs
 a hand-over instead of two forks and three namespaces; nothing in a tree runs tool code before
-the tool process has confined itself for its call.
+the tool process has confined itself for its call. The launcher never reads a call (it passes
+the memfd holding it on to the tool's process): every tree it forks comes from a state that
+never held another call's arguments.
+
+Each tree joins a cgroup of its own (see `_cgroup`), made with it: the launcher reads the call's
+CPU time from it while the call runs, and kills the call at its CPU limit.
 
 When the tool's process exits, init tells the launcher how it ended and whether anything else
 was left, then exits; the kernel kills whatever is left in the namespace. The launcher answers
@@ -37,7 +42,9 @@ import socket
 
 from . import _child as child
 from . import _seccomp as seccomp
-from ._layers import LAYERS, Layer
+from ._cgroup import Cgroup
+from ._disk import own_workdir
+from ._layers import Layer
 from ._linux import (
     CLONE_NEWNET,
     CLONE_NEWNS,
@@ -52,12 +59,12 @@ from ._linux import (
     unshare,
 )
 from ._view import reveal
-from ._wire import Call, Done, Exited, Kill, Prepare, frame, receive, send
+from ._wire import Done, Exited, Kill, Prepare, Start, Tree, frame, receive, send
 
-_NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace")
-
-_Kind = tuple[frozenset[str], tuple[str, ...]]
-"""What a tree is made for: its namespaces, and the paths its mount namespace shows."""
+_CPUS = len(os.sched_getaffinity(0))
+_LOOK_S = 0.01
+"""The shortest wait between two looks at a call's CPU time: it may overrun its limit by as
+much CPU time as its processes use in that while."""
 
 
 def _failed(e: OSError) -> Layer:
@@ -76,10 +83,6 @@ def _own_layers() -> dict[str, Layer]:
     except OSError as e:
         layers["subreaper"] = _failed(e)
     return layers
-
-
-def _kind(layers: tuple[str, ...], needed: tuple[str, ...]) -> _Kind:
-    return frozenset(name for name in _NAMESPACES if name in layers), needed
 
 
 def _still_running() -> bool:
@@ -102,20 +105,27 @@ def _keep_only(*fds: int) -> None:
     os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _init(kind: _Kind, layers: dict[str, Layer], up: int, down: int, ahead: bool) -> None:
-    """A call's init: finish the namespaces, fork the tool's process (which waits on `down`
-    for its call), wait for it, and tell the launcher on `up` how it ended. Its exit makes
-    the kernel kill the rest of the pid namespace."""
-    namespaces, needed = kind
+def _init(
+    kind: Tree, layers: dict[str, Layer], cgroup: Cgroup | None, up: int, down: int, ahead: bool
+) -> None:
+    """A call's init: join the call's cgroup, finish the namespaces (building the call's root),
+    make the call's work dir in a tmpfs of its own in that root, fork the tool's process
+    (which waits on `down` for its call), wait for it, and tell the launcher on `up` how it
+    ended. Its exit makes the kernel kill the rest of the pid namespace, and drop the tmpfs."""
     set_parent_death_signal(signal.SIGKILL)
+    if cgroup is not None:
+        try:
+            cgroup.join()
+        except OSError as e:
+            layers["cgroup"] = _failed(e)
     covers: dict[str, int] = {}
-    if "mount_namespace" in namespaces:
+    if "mount_namespace" in kind.layers:
         try:
             if not layers.get("pid_namespace", Layer(False, "")).in_force:
                 raise OSError("needs pid_namespace")
             unshare(CLONE_NEWNS)
             private_mounts()
-            covers = reveal(needed)
+            covers = reveal(kind.needed)
             mount_proc()
             detail = "private /proc: only the call's processes"
             if covers:
@@ -123,7 +133,16 @@ def _init(kind: _Kind, layers: dict[str, Layer], up: int, down: int, ahead: bool
             layers["mount_namespace"] = Layer(True, detail)
         except OSError as e:
             layers["mount_namespace"] = _failed(e)
-    if "network_namespace" in namespaces:
+    workdir = kind.home  # where a call whose tmpfs failed is refused (a probe goes on there)
+    if "workdir_tmpfs" in kind.layers:
+        try:
+            if not layers.get("mount_namespace", Layer(False, "")).in_force or not kind.home:
+                raise OSError("needs mount_namespace")
+            workdir, detail = own_workdir(kind.home, kind.limits)
+            layers["workdir_tmpfs"] = Layer(True, detail)
+        except OSError as e:
+            layers["workdir_tmpfs"] = _failed(e)
+    if "network_namespace" in kind.layers:
         try:
             unshare(CLONE_NEWNET)
             layers["network_namespace"] = Layer(True, "no interface but a loopback that is down")
@@ -132,7 +151,7 @@ def _init(kind: _Kind, layers: dict[str, Layer], up: int, down: int, ahead: bool
     pid = os.fork()
     if pid == 0:
         os.close(up)
-        child.serve(socket.socket(fileno=down), layers, covers, ahead)
+        child.serve(socket.socket(fileno=down), layers, covers, workdir, ahead)
     os.close(down)
     for handle in covers.values():
         os.close(handle)
@@ -151,20 +170,27 @@ class _Tree:
     `up` hears from init, `down` hands the call to the tool's process."""
 
     def __init__(
-        self, kind: _Kind, pid_namespace: bool, pid: int, up: socket.socket, down: socket.socket
+        self,
+        kind: Tree,
+        pid_namespace: bool,
+        cgroup: Cgroup | None,
+        pid: int,
+        up: socket.socket,
+        down: socket.socket,
     ) -> None:
         self.kind = kind
         self.pid_namespace = pid_namespace
+        self.cgroup = cgroup
         self.pid = pid
         self.pidfd = os.pidfd_open(pid)
         self.up = up
         self.down = down
 
-    def hand(self, call: Call, fds: list[int]) -> bool:
+    def hand(self, start: Start, fds: list[int]) -> bool:
         """Give the tool's process its call and the call's pipes (then closed here); False if
         that process is gone (killed from outside while it waited)."""
         try:
-            send(self.down, call, tuple(fds))
+            send(self.down, start, tuple(fds))
         except OSError:
             return False
         for fd in fds:
@@ -185,25 +211,38 @@ class _Tree:
             self.up.close()
             self.down.close()
 
-    def discard(self) -> None:
-        """Kill and reap a tree no call was handed."""
-        self.kill()
+    def close(self) -> None:
+        """Reap the tree, then remove its cgroup (after the call's `Done`: off its path)."""
         self.reap()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+    def discard(self) -> None:
+        """Kill and close a tree no call was handed."""
+        self.kill()
+        self.close()
 
 
-def _make(
-    kind: _Kind, network: bool, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
-) -> _Tree:
+def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool) -> _Tree:
     """Fork a call's init (into a new pid namespace if wanted), which closes every descriptor
     of the launcher's; a tree made `ahead` of its call readies itself while it waits."""
-    namespaces = kind[0]
     with contextlib.suppress(OSError):
-        seccomp.compiled(network=network)  # once per launcher; every tree inherits the program
+        seccomp.compiled(network=kind.limits.network)  # once per launcher; trees inherit it
     layers = dict(own)
+    cgroup = None
+    if "cgroup" in kind.layers:
+        try:
+            if isinstance(kind.cgroups, str):
+                raise OSError(kind.cgroups)
+            cgroup = Cgroup(kind.cgroups, kind.limits)
+            layers["cgroup"] = Layer(True, cgroup.detail)
+        except OSError as e:
+            layers["cgroup"] = _failed(e)
     up, init_up = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     down, init_down = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     in_namespace = False
-    if "pid_namespace" in namespaces:
+    if "pid_namespace" in kind.layers:
         try:
             unshare(CLONE_NEWPID)
             in_namespace = True
@@ -215,14 +254,14 @@ def _make(
     if pid == 0:
         try:
             _keep_only(init_up.fileno(), init_down.fileno())
-            _init(kind, layers, init_up.detach(), init_down.detach(), ahead)
+            _init(kind, layers, cgroup, init_up.detach(), init_down.detach(), ahead)
         finally:
             os._exit(70)
     if in_namespace:
         setns(own_pid_namespace, CLONE_NEWPID)
     init_up.close()
     init_down.close()
-    return _Tree(kind, in_namespace, pid, up, down)
+    return _Tree(kind, in_namespace, cgroup, pid, up, down)
 
 
 def _sweep() -> bool:
@@ -243,16 +282,30 @@ def _sweep() -> bool:
     return found
 
 
+def _cpu_wait(tree: _Tree) -> float | None:
+    """Milliseconds until the call could first reach its CPU limit (its processes use at most
+    every CPU at once): 0 once it has, None if it has no cgroup to tell."""
+    if tree.cgroup is None:
+        return None
+    left = tree.kind.limits.cpu_s - tree.cgroup.cpu_s()
+    return 0 if left <= 0 else max(left / _CPUS, _LOOK_S) * 1000
+
+
 def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
-    """Wait for the call's init to exit, killing it on `Kill` or if the host goes away. Returns
-    the `Done` to send and whether the host is gone."""
+    """Wait for the call's init to exit, killing it on `Kill`, if the host goes away, or at
+    the call's CPU limit. Returns the `Done` to send and whether the host is gone."""
     poller = select.poll()
     for fd in (tree.pidfd, sock.fileno(), tree.up.fileno()):
         poller.register(fd, select.POLLIN)
     killed = gone = exited = heard = False
     ended: Exited | None = None
+    limit = None
     while not exited:
-        ready = {fd for fd, _ in poller.poll()}
+        wait = None if limit is not None else _cpu_wait(tree)
+        if wait == 0:
+            tree.kill()
+            limit, wait = "cpu", None
+        ready = {fd for fd, _ in poller.poll(wait)}
         exited = tree.pidfd in ready
         if tree.up.fileno() in ready or (exited and not heard):
             got = receive(tree.up)
@@ -267,10 +320,13 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
                 tree.kill()
                 killed, gone = True, got is None
                 poller.unregister(sock)
+    clean = ended is not None and ended.wait_status == 0  # its result stands, if it wrote one
+    if limit is None and not clean and tree.cgroup is not None and tree.cgroup.oom_killed():
+        limit = "memory"
     tree.reap()
     strays = (not tree.pid_namespace and _sweep()) or (ended is not None and ended.strays)
     wait_status = None if ended is None else ended.wait_status
-    return Done(killed, strays, wait_status), gone
+    return Done(killed, strays, wait_status, limit), gone
 
 
 class _Trees:
@@ -282,42 +338,42 @@ class _Trees:
         limit_malloc_arenas(2)  # once, here, for every call's processes
         self._own = _own_layers()
         self._own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        self._ahead: Prepare | None = None
+        self._ahead: Tree | None = None
         self._ready: _Tree | None = None
 
-    def _make(self, kind: _Kind, network: bool, ahead: bool) -> _Tree:
-        return _make(kind, network, self._own, self._own_pid_namespace, ahead)
+    def _make(self, kind: Tree, ahead: bool) -> _Tree:
+        return _make(kind, self._own, self._own_pid_namespace, ahead)
 
     def _refill(self) -> None:
         if self._ahead is not None and self._ready is None:
-            kind = _kind(self._ahead.layers, self._ahead.needed)
-            self._ready = self._make(kind, self._ahead.network, True)
+            self._ready = self._make(self._ahead, True)
 
     def prepare(self, message: Prepare) -> None:
-        if "pid_namespace" in message.layers:
+        if "pid_namespace" in message.tree.layers:
             _load_core()
             self.discard()
-            self._ahead = message
+            self._ahead = message.tree
             self._refill()
 
-    def start(self, call: Call, fds: list[int]) -> _Tree:
-        """Hand `call` to the ready tree if it was made for calls like it, else to a new one;
-        then make the next."""
-        kind = _kind(LAYERS if call.probe else call.layers, call.needed)
+    def start(self, start: Start, fds: list[int]) -> _Tree:
+        """Hand the call to the ready tree if it was made for calls like it, else to a new
+        one; then make the next."""
         tree, self._ready = self._ready, None
-        if tree is None or tree.kind != kind or not tree.hand(call, fds):
+        if tree is None or tree.kind != start.tree or not tree.hand(start, fds):
             if tree is not None:
                 tree.discard()
-            tree = self._make(kind, call.limits.network, False)
-            if not tree.hand(call, fds):
+            tree = self._make(start.tree, False)
+            if not tree.hand(start, fds):
                 raise OSError(f"the tool process of a tree just made is gone (init {tree.pid})")
+        if tree.cgroup is not None:
+            tree.cgroup.begin()
         if tree.pid_namespace:
             self._refill()
         return tree
 
     def after(self, tree: _Tree) -> None:
-        """Once a call is done: reap its init, and make the next tree if none is ready."""
-        tree.reap()
+        """Once a call is done: close its tree, and make the next if none is ready."""
+        tree.close()
         self._refill()
 
     def discard(self) -> None:
@@ -341,13 +397,14 @@ def main(sock_fd: int) -> None:
         message, fds = got
         if isinstance(message, Prepare):
             trees.prepare(message)
-        if not isinstance(message, Call):
+        if not isinstance(message, Start):
             for fd in fds:
                 os.close(fd)
             continue
         tree = trees.start(message, fds)
         done, gone = _supervise(sock, tree)
         if gone:
+            tree.close()
             break
         send(sock, done)
         trees.after(tree)

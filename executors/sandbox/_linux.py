@@ -1,4 +1,5 @@
-"""The few Linux calls Python 3.11's `os` lacks (unshare, setns, mount, prctl), through ctypes.
+"""The few Linux calls Python 3.11's `os` lacks (unshare, setns, mount, pivot_root, prctl),
+through ctypes.
 
 Each raises `OSError` with the kernel's errno, so a caller can report exactly why a layer of
 the sandbox is missing on this machine.
@@ -7,18 +8,25 @@ the sandbox is missing on this machine.
 from __future__ import annotations
 
 __all__ = [
+    "CLONE_NEWIPC",
     "CLONE_NEWNET",
     "CLONE_NEWNS",
     "CLONE_NEWPID",
+    "attach",
     "bind",
     "children",
+    "clone_mount",
+    "clone_tree",
     "install_seccomp_filter",
     "libc",
     "limit_malloc_arenas",
+    "mount_mqueue",
     "mount_proc",
     "mount_tmpfs",
     "no_new_privs",
+    "pivot_root_here",
     "private_mounts",
+    "read_only",
     "set_child_subreaper",
     "set_parent_death_signal",
     "setns",
@@ -26,9 +34,11 @@ __all__ = [
 ]
 
 import ctypes
+import errno
 import os
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
@@ -38,6 +48,21 @@ _MS_NOEXEC = 0x8
 _MS_BIND = 0x1000
 _MS_REC = 0x4000
 _MS_PRIVATE = 0x40000
+_MNT_DETACH = 2
+
+_OPEN_TREE = 428  # these three have the same number on every architecture
+_MOVE_MOUNT = 429
+_MOUNT_SETATTR = 442
+_OPEN_TREE_CLONE = 1
+_OPEN_TREE_CLOEXEC = 0o2000000
+_MOVE_MOUNT_F_EMPTY_PATH = 4
+_AT_FDCWD = -100
+_AT_EMPTY_PATH = 0x1000
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY = 0x1
+_MOUNT_ATTR_NOSUID = 0x2
+_MOUNT_ATTR_NODEV = 0x4
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 41}
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_SECCOMP = 22
@@ -107,14 +132,75 @@ def install_seccomp_filter(program: bytes) -> None:
 
 
 def bind(source: str, target: str) -> None:
-    _check(
-        libc.mount(source.encode(), target.encode(), None, ctypes.c_ulong(_MS_BIND), None), "bind"
-    )
+    """Bind `source` (with the mounts below it) onto `target`."""
+    flags = ctypes.c_ulong(_MS_BIND | _MS_REC)
+    _check(libc.mount(source.encode(), target.encode(), None, flags, None), f"bind {target}")
 
 
-def mount_tmpfs(target: str) -> None:
+class _MountAttr(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in ("set", "clear", "propagation", "userns")]
+
+
+def _set_attributes(fd: int, path: str, flags: int, attributes: int) -> None:
+    """mount_setattr: set `attributes` on the mount at `path` (from `fd`) and those below it."""
+    attr = _MountAttr(attributes, 0, 0, 0)
+    size = ctypes.c_size_t(ctypes.sizeof(attr))
+    every = ctypes.c_uint(flags | _AT_RECURSIVE)
+    result = libc.syscall(_MOUNT_SETATTR, fd, path.encode(), every, ctypes.byref(attr), size)
+    _check(result, f"mount_setattr {path}")
+
+
+def read_only(target: str) -> None:
+    """Make the mount at `target` and those below it read-only, nosuid and nodev."""
+    attributes = _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV
+    _set_attributes(_AT_FDCWD, target, 0, attributes)
+
+
+def mount_tmpfs(target: str, options: str = "mode=0755,size=1m") -> None:
     flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV)
-    _check(libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, b"mode=0755,size=1m"), "tmpfs")
+    _check(libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, options.encode()), "tmpfs")
+
+
+def mount_mqueue(target: str) -> None:
+    """Show the POSIX message queues of the current IPC namespace at `target`."""
+    flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _check(libc.mount(b"mqueue", target.encode(), b"mqueue", flags, None), "mount mqueue")
+
+
+def pivot_root_here() -> None:
+    """Make the current directory (a mount point) the root of this mount namespace for every
+    process in it, and detach the old root, so that nothing of it is reachable any more."""
+    number = _PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(errno.ENOSYS, f"pivot_root: unknown on {os.uname().machine}")
+    _check(libc.syscall(ctypes.c_long(number), b".", b"."), "pivot_root")
+    _check(libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount the old root")
+    os.chdir("/")
+
+
+def clone_mount(source: str) -> int:
+    """A detached copy of the mount at `source`, for `attach`."""
+    flags = ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
+    tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, source.encode(), flags)
+    _check(tree, f"open_tree {source}")
+    return int(tree)
+
+
+def clone_tree(namespace: int, own: int, source: str) -> int:
+    """A detached copy of the mounts at `source` as mount namespace `namespace` sees it, for
+    `attach`; the current process then goes back to its `own` (both are descriptors)."""
+    setns(namespace, CLONE_NEWNS)
+    try:
+        return clone_mount(source)
+    finally:
+        setns(own, CLONE_NEWNS)
+
+
+def attach(tree: int, target: str) -> None:
+    """Mount `tree` (from `clone_tree`) on `target`, nosuid and nodev."""
+    _set_attributes(tree, "", _AT_EMPTY_PATH, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV)
+    flags = ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)
+    _check(libc.syscall(_MOVE_MOUNT, tree, b"", _AT_FDCWD, target.encode(), flags), "move_mount")
 
 
 def private_mounts() -> None:

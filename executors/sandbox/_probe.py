@@ -13,13 +13,13 @@ import os
 
 from turnstile.core import ToolSpec
 
+from ._cgroup import where
 from ._host import Launcher, exchange, host_sys_path
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
-from ._uids import UIDS
 from ._view import needed_paths
-from ._wire import Call, Report
-from ._workdir import workdir
+from ._wire import Call, Report, Tree
+from ._workdir import home, remove, workdir
 
 _PROBE_WALL_S = 60.0
 
@@ -27,28 +27,28 @@ _PROBE_WALL_S = 60.0
 @functools.cache
 def probe(network: bool) -> dict[str, Layer]:
     """Every layer's status on this machine, for calls with or without network."""
-    uid = UIDS.acquire() if os.geteuid() == 0 else None
-    try:
-        with workdir(uid) as path:
-            call = Call(
-                tool="",
-                spec=ToolSpec("probe"),
-                arguments={},
-                workdir=path,
-                uid=uid,
-                limits=SandboxLimits(network=network),
-                layers=LAYERS,
-                needed=needed_paths(()),
-                probe=True,
-            )
-            launcher = Launcher(host_sys_path())
-            try:
-                answer = exchange(launcher, call, _PROBE_WALL_S)
-            finally:
-                launcher.close()
-    finally:
-        if uid is not None:
-            UIDS.release(uid)
+    calls_home = home()
+    # its home is a writable path too, so that its call binds a path into its root as a real
+    # call's does, and keeps its tmpfs on top
+    limits = SandboxLimits(network=network, writable_paths=(calls_home,))
+    tree = Tree(LAYERS, needed_paths((), limits.writable_paths), limits, calls_home, where())
+    with workdir(os.geteuid() == 0, False) as (path, uid):
+        call = Call(
+            tool="",
+            spec=ToolSpec("probe"),
+            arguments={},
+            workdir=path,
+            uid=uid,
+            limits=limits,
+            layers=LAYERS,
+            probe=True,
+        )
+        launcher = Launcher(host_sys_path())
+        try:
+            answer = exchange(launcher, tree, call, _PROBE_WALL_S)
+        finally:
+            launcher.close()
+            remove(calls_home)
     if not isinstance(answer.result, Report):
         reason = answer.output.decode(errors="replace").strip()[-300:] or "no report"
         return {name: Layer(False, f"the sandbox's probe failed: {reason}") for name in LAYERS}

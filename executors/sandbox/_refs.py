@@ -9,7 +9,6 @@ from __future__ import annotations
 __all__ = ["ToolRef", "reference", "resolve"]
 
 import importlib
-import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -19,7 +18,6 @@ from turnstile.core._tools import Tool, ToolSpec, tool
 class ToolRef(NamedTuple):
     path: str
     spec: ToolSpec
-    module_file: str | None
 
 
 def resolve(path: str) -> Any:
@@ -68,5 +66,4 @@ def reference(given: Tool | Callable[..., Any] | str) -> ToolRef:
     else:
         found = _as_tool(given)
         path = _path_of(found)
-    module = sys.modules.get(found.fn.__module__)
-    return ToolRef(path, found.spec, getattr(module, "__file__", None))
+    return ToolRef(path, found.spec)

@@ -1,13 +1,16 @@
-"""seccomp: a syscall filter (built with libseccomp through ctypes) for the call's processes.
+"""seccomp: two syscall filters (built with libseccomp through ctypes) for the call's processes.
 
-It refuses what a tool never needs and an escape often does: debugging other processes,
-namespaces and mounts, kernel keyrings, BPF, io_uring (which bypasses the filter), loading
-modules, faking terminal input; and, without network, creating IP or packet sockets. Other
-architectures' syscall tables are refused by libseccomp's default (the process is killed).
+The first ("seccomp") refuses what a tool never needs and an escape often does: debugging
+other processes, namespaces and mounts, kernel keyrings, BPF, io_uring (which bypasses the
+filter), loading modules, faking terminal input. The second ("socket_families") lets sockets of
+only the address families a call needs be made: unix, and IPv4 and IPv6 with network; vsock,
+netlink, packet, crypto and every other family do not exist for it (EAFNOSUPPORT; IP without
+network is ENETUNREACH, which reads as "no network"). Other architectures' syscall tables are
+refused by libseccomp's default (the process is killed).
 
-libseccomp compiles the rules to a BPF program once per process tree (`compiled`, which the
-launcher calls before it forks); each call's process then installs that same program, as
-`seccomp_load` would, with one `prctl`.
+libseccomp compiles the rules to BPF programs once per process tree (`compiled`, which the
+launcher calls before it forks); each call's process then installs those same programs, as
+`seccomp_load` would, with one `prctl` each.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import errno
 import functools
 import os
 import termios
+from collections.abc import Callable
 
 from ._linux import install_seccomp_filter
 
 _ALLOW = 0x7FFF0000
 _CMP_EQ = 4
+_CMP_GE = 5
 _CMP_MASKED_EQ = 7
 
 _DENIED = (
@@ -36,7 +41,11 @@ _DENIED = (
     "lookup_dcookie vhangup uselib"
 ).split()
 _NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000)
-_IP_FAMILIES = (2, 10, 17)  # AF_INET, AF_INET6, AF_PACKET
+_UNIX = 1
+_IP = (2, 10)  # AF_INET, AF_INET6
+_FAMILIES = 64
+"""Above the last address family (AF_MAX is 46 in Linux 6.x): each number below is ruled on
+one by one, all above it (and any with the upper bits of the register set) at once."""
 
 
 class _ArgCmp(ctypes.Structure):
@@ -84,41 +93,54 @@ def _errno_action(code: int) -> int:
     return 0x00050000 | code
 
 
-def _rules(lib: ctypes.CDLL, ctx: int, network: bool) -> int:
-    """Add the filter's rules to `ctx`; returns how many syscalls are refused outright."""
+_Cmp = tuple[int, int, int, int]
 
-    def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> bool:
+
+def _adder(lib: ctypes.CDLL, ctx: int) -> Callable[..., bool]:
+    def rule(action: int, name: str, *cmps: _Cmp) -> bool:
+        """Add a rule for syscall `name`; False if it is not one on this architecture."""
         number = lib.seccomp_syscall_resolve_name(name.encode())
         if number < 0:
-            return False  # not a syscall on this architecture
+            return False
         array = (_ArgCmp * max(len(cmps), 1))(*(_ArgCmp(*c) for c in cmps))
         result = lib.seccomp_rule_add_array(ctx, action, number, len(cmps), array)
         if result < 0:
             raise OSError(-result, f"seccomp rule for {name}: {errno.errorcode.get(-result)}")
         return True
 
+    return rule
+
+
+def _syscalls(rule: Callable[..., bool], network: bool) -> str:
     eperm = _errno_action(errno.EPERM)
     denied = sum(rule(eperm, name) for name in _DENIED)
     rule(_errno_action(errno.ENOSYS), "clone3")  # glibc then falls back to clone
     for flag in _NAMESPACE_FLAGS:
         rule(eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
     rule(eperm, "ioctl", (1, _CMP_EQ, termios.TIOCSTI, 0))
-    if not network:
-        for family in _IP_FAMILIES:
-            rule(_errno_action(errno.ENETUNREACH), "socket", (0, _CMP_EQ, family, 0))
-    return denied
+    return f"{denied} syscalls, namespaces"
 
 
-@functools.cache
-def compiled(*, network: bool) -> tuple[bytes, str]:
-    """The filter as a BPF program (libseccomp's `seccomp_export_bpf`), and what it refuses.
-    Cached: a process that forks calls it first, so that its children only install it."""
-    lib = _library()
+def _families(rule: Callable[..., bool], network: bool) -> str:
+    allowed = {_UNIX, *(_IP if network else ())}
+    unreachable = _errno_action(errno.ENETUNREACH)
+    unsupported = _errno_action(errno.EAFNOSUPPORT)
+    for family in set(range(_FAMILIES)) - allowed:
+        action = unsupported if network or family not in _IP else unreachable
+        rule(action, "socket", (0, _CMP_EQ, family, 0))
+    rule(unsupported, "socket", (0, _CMP_GE, _FAMILIES, 0))
+    return "unix and IP sockets only" if network else "unix sockets only"
+
+
+_FILTERS = {"seccomp": _syscalls, "socket_families": _families}
+
+
+def _compile(lib: ctypes.CDLL, name: str, network: bool) -> tuple[bytes, str]:
     ctx = lib.seccomp_init(_ALLOW)
     if not ctx:
         raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
-        denied = _rules(lib, ctx, network)
+        detail = _FILTERS[name](_adder(lib, ctx), network)
         fd = os.memfd_create("seccomp-bpf", os.MFD_CLOEXEC)
         try:
             result = lib.seccomp_export_bpf(ctx, fd)
@@ -129,12 +151,21 @@ def compiled(*, network: bool) -> tuple[bytes, str]:
             os.close(fd)
     finally:
         lib.seccomp_release(ctx)
-    sockets = "" if network else ", IP sockets"
-    return program, f"libseccomp {version()}: {denied} syscalls, namespaces{sockets}"
+    return program, f"libseccomp {version()}: {detail}"
 
 
-def load(*, network: bool) -> str:
-    """Install the filter on this process (inherited by all it starts); says what it refuses."""
-    program, detail = compiled(network=network)
+@functools.cache
+def compiled(*, network: bool) -> dict[str, tuple[bytes, str]]:
+    """Each filter ("seccomp", "socket_families") as a BPF program (libseccomp's
+    `seccomp_export_bpf`), and what it refuses. Cached: a process that forks calls it first,
+    so that its children only install them."""
+    lib = _library()
+    return {name: _compile(lib, name, network) for name in _FILTERS}
+
+
+def load(name: str, *, network: bool) -> str:
+    """Install filter `name` on this process (inherited by all it starts); says what it
+    refuses."""
+    program, detail = compiled(network=network)[name]
     install_seccomp_filter(program)
     return detail

@@ -9,7 +9,9 @@ from __future__ import annotations
 __all__ = [
     "exception_hint",
     "exit_message",
+    "forged_message",
     "killed_message",
+    "limit_message",
     "stray_message",
     "too_large_message",
 ]
@@ -37,6 +39,8 @@ def exception_hint(exc: BaseException, limits: SandboxLimits) -> str | None:
         return f"the sandbox allows {limits.open_files} open files"
     if exc.errno == errno.EFBIG:
         return f"the sandbox's file size limit is {size(limits.file_bytes)}"
+    if exc.errno == errno.ENOSPC:
+        return f"the sandbox's work dir holds at most {size(limits.disk_bytes)}"
     if isinstance(exc, BlockingIOError) and exc.errno == errno.EAGAIN:
         return f"the sandbox allows {limits.processes} processes"
     if not limits.network and exc.errno in _UNREACHABLE:
@@ -73,6 +77,25 @@ def stray_message(name: str, content: str) -> str:
     )
 
 
+def forged_message(name: str) -> str:
+    """A call that exited cleanly but wrote something other than its one result."""
+    return f"{name} wrote to the sandbox's result pipe itself; its result cannot be trusted"
+
+
+def _cpu_message(name: str, limits: SandboxLimits) -> str:
+    return f"{name} was stopped after {limits.cpu_s} s of CPU time (the sandbox's CPU limit)"
+
+
+def limit_message(name: str, limit: str, limits: SandboxLimits) -> str:
+    """A call ended at a limit of all its processes together: `limit` is "cpu" or "memory"."""
+    if limit == "cpu":
+        return _cpu_message(name, limits)
+    return (
+        f"{name} was killed: its processes together used more than "
+        f"{size(limits.memory_bytes)} of memory (the sandbox's memory limit)"
+    )
+
+
 def _last_line(output: bytes) -> str:
     lines = output.decode(errors="replace").strip().splitlines()
     return lines[-1][:200] if lines else ""
@@ -90,9 +113,7 @@ def exit_message(name: str, wait_status: int, limits: SandboxLimits, output: byt
     if os.WIFSIGNALED(wait_status):
         signum = os.WTERMSIG(wait_status)
         if signum == signal.SIGXCPU:
-            return (
-                f"{name} was stopped after {limits.cpu_s} s of CPU time (the sandbox's CPU limit)"
-            )
+            return _cpu_message(name, limits)
         if signum == signal.SIGXFSZ:
             return (
                 f"{name} was stopped: it wrote a file over {size(limits.file_bytes)} "

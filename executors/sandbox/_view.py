@@ -1,22 +1,66 @@
-"""The call's view of the filesystem, for a user of its own.
+"""The call's view of the filesystem: a root of its own, holding only what the call needs.
 
-That user can only go where "others" may. When a path the call needs (the interpreter, its
-libraries, `sys.path`, the tools' modules, its work dir) lies below a directory others may not
-enter — say the interpreter is in a mode-0700 /root — that directory is covered, in the call's
-private mount namespace, with an empty tmpfs, and only the needed paths are bound back.
-Whatever else it held (keys, configs) is not there at all for the call.
+As with bubblewrap's `--ro-bind`, the call's mount namespace gets a fresh root (a small tmpfs)
+into which the host paths it needs are bound read-only: the system's programs and libraries
+(/usr), the interpreter's prefixes (its standard library, the installed packages), a few files
+of /etc, and, of the other `sys.path` entries (a project's own directories, such as the cwd),
+only the packages of the tools and of turnstile. Besides: a /dev with null, zero, random and
+urandom, a private /dev/shm, an empty /tmp. Then the namespace pivots to it and drops the old
+root: nothing else of the host is there, not even hidden.
+
+A call's process tree builds its root ahead of the call (`reveal`), and there the call's own
+work dir where it has a tmpfs of its own (see `_disk`); a work dir made on the host and the
+writable paths are bound in read-write when the call comes (`show`).
 """
 
 from __future__ import annotations
 
-__all__ = ["interpreter_paths", "needed_paths", "reveal", "show", "unreadable"]
+__all__ = [
+    "interpreter_paths",
+    "make_room",
+    "needed_paths",
+    "private_ipc",
+    "reveal",
+    "show",
+    "unreadable",
+]
 
 import os
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from ._linux import bind, mount_tmpfs
+from ._linux import (
+    CLONE_NEWIPC,
+    attach,
+    bind,
+    clone_mount,
+    clone_tree,
+    mount_mqueue,
+    mount_tmpfs,
+    pivot_root_here,
+    read_only,
+    unshare,
+)
+
+# the system's programs and libraries, and the dynamic loader's cache of where they are
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache")
+_ETC = ("/etc/localtime",)
+_NETWORK_ETC = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ssl",
+    "/etc/pki",
+    "/etc/ca-certificates",
+)
+_DEVICES = ("null", "zero", "random", "urandom")
+_BUILD_AT = "/proc"
+"""Where the root is built before the pivot: a directory no needed path is below."""
 
 
 def interpreter_paths() -> list[str]:
@@ -24,97 +68,92 @@ def interpreter_paths() -> list[str]:
     return [os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(os.__file__)]
 
 
-def needed_paths(extra: Iterable[str]) -> tuple[str, ...]:
-    """The paths a call must be able to read: the interpreter, its prefixes, `sys.path`, and
-    `extra` (the tools' module files, writable paths); each once, as real paths."""
-    candidates = [
-        *interpreter_paths(),
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        sys.base_exec_prefix,
-        *sys.path,
-        *extra,
-    ]
-    return tuple(
-        sorted({os.path.realpath(p or ".") for p in candidates if os.path.exists(p or ".")})
-    )
+def _installed() -> list[str]:
+    """Where installed code lives, bound whole: the interpreter's prefixes and site dirs."""
+    prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    sites = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    return [*interpreter_paths(), *prefixes, *sites]
 
 
-def _blocking(path: str) -> str | None:
-    """The outermost directory above `path` that others may not pass through, if any."""
-    current = ""
-    for part in path.strip("/").split("/")[:-1]:
-        current += "/" + part
-        if not os.stat(current).st_mode & stat.S_IXOTH:
-            return current
-    return None
+def _packages(modules: Iterable[str]) -> Iterator[str]:
+    """The directories of each module's packages (each one on the way down: an editable install
+    may map a subpackage elsewhere), or a top-level module's own file."""
+    for name in modules:
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            module = sys.modules.get(".".join(parts[:depth]))
+            found = list(getattr(module, "__path__", None) or [])
+            file = getattr(module, "__file__", None)
+            if not found and depth == 1 and file:
+                found = [file]
+            yield from (path for path in found if os.path.exists(path))
+
+
+def _links_out(directory: str) -> Iterator[str]:
+    """Where the symlinks below `directory` lead outside it (an editable install is a tree of
+    links): the target's package directory, or the target file alone."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                package = real if os.path.isdir(real) else os.path.dirname(real)
+                if real.startswith(directory.rstrip("/") + "/"):
+                    continue
+                init = os.path.join(package, "__init__.py")
+                yield package if os.path.exists(init) else real
+            elif entry.is_dir():
+                yield from _links_out(entry.path)
+
+
+def _outside(path: str, tops: Iterable[str]) -> bool:
+    return not any(path == top or path.startswith(top.rstrip("/") + "/") for top in tops)
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:
     kept: list[str] = []
-    for path in sorted(paths):
-        if not any(path.startswith(k.rstrip("/") + "/") for k in kept):
+    for path in sorted(set(paths)):
+        if _outside(path, kept):
             kept.append(path)
     return kept
 
 
-def _bind_in(path: str, handle: int) -> None:
-    """Bind what `handle` (an O_PATH descriptor) refers to onto `path`, making the mount point."""
-    source = f"/proc/self/fd/{handle}"
-    if os.path.isdir(source):
-        os.makedirs(path, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        open(path, "a").close()
-    bind(source, path)
+def _resolve(path: str, links: dict[str, str]) -> str:
+    """The real path `path` leads to; each symlink met on the way goes into `links` (its
+    location and its target, as written)."""
+    parts = path.strip("/").split("/")
+    current = "/"
+    hops = 0
+    while parts:
+        step = os.path.join(current, parts.pop(0))
+        if not os.path.islink(step):
+            current = step
+            continue
+        hops += 1
+        if hops > 40:
+            raise OSError(f"too many symlinks on the way to {path}")
+        links[step] = os.readlink(step)
+        parts = os.path.normpath(os.path.join(current, links[step])).strip("/").split("/") + parts
+        current = "/"
+    return current
 
 
-def reveal(paths: Iterable[str]) -> dict[str, int]:
-    """Cover each directory that hides a needed path with a tmpfs and bind the needed paths
-    back (root, in a private mount namespace). Returns each covered directory with a handle
-    (O_PATH) on what it covers, through which `show` reaches paths below it later."""
-    hidden: dict[str, list[str]] = {}
-    for path in paths:
-        top = _blocking(path)
-        if top is not None:
-            hidden.setdefault(top, []).append(path)
-    covers: dict[str, int] = {}
-    for top, inside in sorted(hidden.items()):
-        inside = _outermost(inside)
-        covers[top] = os.open(top, os.O_PATH | os.O_CLOEXEC)
-        handles = [os.open(p, os.O_PATH | os.O_CLOEXEC) for p in inside]
-        mount_tmpfs(top)
-        for path, fd in zip(inside, handles, strict=True):
-            _bind_in(path, fd)
-            os.close(fd)
-    return covers
-
-
-def show(path: str, covers: dict[str, int]) -> str | None:
-    """After `reveal` (which made `covers`), make one more directory reachable by others: bind
-    it in where a cover hides it, or cover first a directory others may not enter. Returns
-    the directory covered now, if any."""
-    current = ""
-    covered = None
-    for part in path.strip("/").split("/")[:-1]:
-        current += "/" + part
-        if current in covers:
-            below = os.path.relpath(path, current)
-            handle = os.open(below, os.O_PATH | os.O_CLOEXEC, dir_fd=covers[current])
-            break
-        if not os.stat(current).st_mode & stat.S_IXOTH:
-            handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            mount_tmpfs(current)
-            covered = current
-            break
-    else:
-        return None
-    try:
-        _bind_in(path, handle)
-    finally:
-        os.close(handle)
-    return covered
+def needed_paths(
+    modules: Iterable[str] = (), paths: Iterable[str] = (), *, network: bool = False
+) -> tuple[str, ...]:
+    """What a call's root holds of the host: the system's and the interpreter's paths (see the
+    module's docstring), the packages of `modules` and of `turnstile.core` (which tools
+    import), and `paths` (the writable ones: bound read-only ahead, read-write in the call);
+    with `network`, the resolver's and TLS's files of /etc too. Each as the real path to bind,
+    or as "link\0target" for a symlink on the way to one (found here, once per sandbox, not
+    in every call's tree)."""
+    project = list(_packages(["turnstile.core", *modules]))
+    links_out = [link for p in project if os.path.isdir(p) for link in _links_out(p)]
+    etc = [*_ETC, *(_NETWORK_ETC if network else ())]
+    every = [*_SYSTEM, *_installed(), *etc, *project, *links_out, *paths]
+    links: dict[str, str] = {}
+    binds = _outermost(_resolve(os.path.abspath(p), links) for p in every if os.path.lexists(p))
+    made = [f"{path}\0{target}" for path, target in sorted(links.items()) if _outside(path, binds)]
+    return (*binds, *made)
 
 
 def unreadable(paths: Iterable[str]) -> str | None:
@@ -124,3 +163,125 @@ def unreadable(paths: Iterable[str]) -> str | None:
         if not os.access(path, mode):
             return path
     return None
+
+
+def _mountpoint(path: str, directory: bool) -> None:
+    """An empty directory or file to mount on at `path` (its parents made as needed), unless
+    there is one already."""
+    try:
+        if directory:
+            os.mkdir(path)
+        else:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC))
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _mountpoint(path, directory)
+
+
+def _namespaces() -> tuple[int, int]:
+    """Handles on the launcher's mount namespace (the host's) and on this one, opened while
+    the host's /proc is still mounted."""
+    fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        launcher = int(os.read(fd, 4096).rsplit(b")", 1)[1].split()[1])
+    finally:
+        os.close(fd)
+    host = os.open(f"/proc/{launcher}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    return host, os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
+_own_namespace = -1
+"""The handle `reveal` opens on the call's mount namespace, which the tool process it forks
+inherits: `show` returns there from the host's."""
+
+
+def _build(root: str, needed: Iterable[str]) -> None:
+    mount_tmpfs(root)
+    for entry in needed:
+        path, _, target = entry.partition("\0")
+        os.makedirs(os.path.dirname(root + path), exist_ok=True)
+        if target:
+            os.symlink(target, root + path)
+            continue
+        _mountpoint(root + path, os.path.isdir(path))
+        bind(path, root + path)
+        read_only(root + path)
+    dev = root + "/dev"
+    os.mkdir(dev)
+    mount_tmpfs(dev, "mode=0755,size=64k")
+    for name in _DEVICES:
+        _mountpoint(f"{dev}/{name}", False)
+        bind(f"/dev/{name}", f"{dev}/{name}")
+    for name, fd in (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2")):
+        os.symlink(f"/proc/self/fd{fd}", f"{dev}/{name}")
+    for name in ("shm", "mqueue"):
+        os.mkdir(f"{dev}/{name}")
+    mount_tmpfs(f"{dev}/shm", "mode=1777,size=64m")
+    os.makedirs(root + "/proc", exist_ok=True)
+    os.makedirs(root + "/tmp", exist_ok=True)
+
+
+def reveal(needed: Iterable[str]) -> dict[str, int]:
+    """Build the call's root, holding what `needed_paths` found read-only, and make it this
+    mount namespace's root (its /proc is still to be mounted). Returns {"/": a handle on the host's
+    mount namespace}, through which `show` binds the call's own paths in when it comes."""
+    global _own_namespace
+    host, _own_namespace = _namespaces()
+    umask = os.umask(0o022)  # the directories made are for everyone to enter
+    try:
+        _build(_BUILD_AT, needed)
+        os.chdir(_BUILD_AT)
+        pivot_root_here()
+    except BaseException:
+        os.close(host)
+        raise
+    finally:
+        os.umask(umask)
+    return {"/": host}
+
+
+def make_room(path: str) -> None:
+    """An empty directory at `path` in the call's root to mount on (with any missing parents,
+    for everyone to enter), unless there is one already."""
+    umask = os.umask(0o022)
+    try:
+        _mountpoint(path, True)
+    finally:
+        os.umask(umask)
+
+
+def show(paths: Iterable[str], covers: dict[str, int], keep: str | None = None) -> None:
+    """Bind each of `paths` (the call's work dir, its writable paths) in read-write, as the
+    host sees it, through the handle `reveal` left in `covers`. The mount at `keep` (the
+    call's tmpfs) stays on top, even of a path bound above it."""
+    paths = list(paths)
+    hidden = None if keep is None or _outside(keep, paths) else keep
+    kept = -1 if hidden is None else clone_mount(hidden)
+    umask = os.umask(0o022)
+    try:
+        for path in paths:
+            tree = clone_tree(covers["/"], _own_namespace, path)
+            try:
+                _mountpoint(path, stat.S_ISDIR(os.fstat(tree).st_mode))
+                attach(tree, path)
+            finally:
+                os.close(tree)
+        if hidden is not None:
+            _mountpoint(hidden, True)
+            attach(kept, hidden)
+    finally:
+        if hidden is not None:
+            os.close(kept)
+        os.umask(umask)
+
+
+def private_ipc(rooted: bool) -> str:
+    """Give this process (and all it starts) an IPC namespace of its own: SysV objects and
+    POSIX message queues of its own, shown at /dev/mqueue in a root of its own."""
+    unshare(CLONE_NEWIPC)
+    if not rooted:
+        return "SysV IPC and POSIX message queues of its own"
+    mount_mqueue("/dev/mqueue")
+    return "SysV IPC and POSIX message queues of its own, shown in /dev/mqueue"

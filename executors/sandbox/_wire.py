@@ -1,10 +1,12 @@
 """What crosses between the host, a launcher and a call's processes: msgpack-encoded msgspec
 messages, each framed as a 4-byte big-endian length and the message.
 
-The host sends `Call`/`Kill`/`Prepare` to a launcher over a unix socket (with the call's pipe
-ends as attached descriptors) and gets `Done` back. The launcher hands the `Call` on to the
-tool's process (with the pipes), which writes one `Result` (or, for a probe, a `Report`) to the
-result pipe; the call's init tells the launcher how the tool's process ended (`Exited`).
+The host sends `Start`/`Kill`/`Prepare` to a launcher over a unix socket and gets `Done` back.
+A `Start` comes with three descriptors: a memfd holding the framed `Call`, and the call's result
+and output pipes. The launcher never reads the memfd (the trees it forks later must not inherit
+a call); it hands all three on to the tool's process, which reads its `Call`, writes one
+`Result` (or, for a probe, a `Report`) to the result pipe; the call's init tells the launcher
+how the tool's process ended (`Exited`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ __all__ = [
     "Prepare",
     "Report",
     "Result",
-    "decode_first",
+    "Start",
+    "Tree",
+    "decode_only",
     "frame",
     "receive",
     "send",
@@ -32,6 +36,7 @@ import msgspec
 from turnstile.core._messages import ResultPart
 from turnstile.core._tools import ToolSpec
 
+from ._cgroup import Hierarchy
 from ._layers import Layer
 from ._limits import SandboxLimits
 
@@ -40,9 +45,9 @@ _HEADER = struct.Struct(">I")
 
 
 class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
-    """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` as
-    `uid`, applying `layers` (all of them, or the call fails); a probe tries every layer and
-    reports. `needed` are the paths the call must read (see `_view`)."""
+    """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` ("":
+    the one its tree made, in the call's own tmpfs) as `uid`, applying `layers` (all of them,
+    or the call fails); a probe tries every layer and reports."""
 
     tool: str
     spec: ToolSpec
@@ -52,8 +57,27 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     uid: int | None
     limits: SandboxLimits
     layers: tuple[str, ...]
-    needed: tuple[str, ...]
     probe: bool = False
+
+
+class Tree(msgspec.Struct, frozen=True):
+    """What a call's process tree is made for: calls applying `layers` within `limits` whose
+    root holds `needed` of the host (see `_view.needed_paths`), with their work dirs below
+    `home` (the path in that root the tree covers with the call's tmpfs; None without one)
+    and their cgroups in `cgroups` (or why they cannot have one). The same for every call of
+    a sandbox."""
+
+    layers: tuple[str, ...]
+    needed: tuple[str, ...]
+    limits: SandboxLimits
+    home: str | None = None
+    cgroups: Hierarchy | str = "not asked for"
+
+
+class Start(msgspec.Struct, tag="start", frozen=True):
+    """Run the call sent along (in a memfd, with its pipes) on a tree made for `tree`."""
+
+    tree: Tree
 
 
 class Kill(msgspec.Struct, tag="kill", frozen=True):
@@ -61,23 +85,22 @@ class Kill(msgspec.Struct, tag="kill", frozen=True):
 
 
 class Prepare(msgspec.Struct, tag="prepare", frozen=True):
-    """Keep the next call's process tree made ahead, for calls applying `layers` (with or
-    without `network`) that need `needed`: a warm launcher's calls then cost no fork and no
-    namespace setup."""
+    """Keep the next call's process tree made ahead, for calls like `tree`: a warm launcher's
+    calls then cost no fork and no namespace setup."""
 
-    layers: tuple[str, ...]
-    network: bool
-    needed: tuple[str, ...]
+    tree: Tree
 
 
 class Done(msgspec.Struct, tag="done", frozen=True):
     """The call's processes are all gone; `killed` if a `Kill` ended it, `strays` if some were
     still running after the tool's own process had exited, `wait_status` how that process
-    ended (as `os.waitpid` gives it; None if its init could not tell)."""
+    ended (as `os.waitpid` gives it; None if its init could not tell), `limit` the limit of
+    the call's processes together ("cpu", "memory") that ended it, if one did."""
 
     killed: bool
     strays: bool
     wait_status: int | None
+    limit: str | None = None
 
 
 class Result(msgspec.Struct, tag="result", frozen=True):
@@ -97,7 +120,7 @@ class Exited(msgspec.Struct, tag="exited", frozen=True):
     strays: bool
 
 
-Message = Call | Kill | Prepare | Done | Result | Report | Exited
+Message = Call | Start | Kill | Prepare | Done | Result | Report | Exited
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)
@@ -108,16 +131,12 @@ def frame(message: Message) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def decode_first(data: bytes) -> Message | None:
-    """The first whole frame in `data`, or None if there is none or it does not decode."""
-    if len(data) < _HEADER.size:
-        return None
-    (length,) = _HEADER.unpack_from(data)
-    body = data[_HEADER.size : _HEADER.size + length]
-    if len(body) < length:
+def decode_only(data: bytes) -> Message | None:
+    """The message if `data` is exactly one whole frame that decodes, else None."""
+    if len(data) < _HEADER.size or _HEADER.unpack_from(data)[0] != len(data) - _HEADER.size:
         return None
     try:
-        return _decoder.decode(body)
+        return _decoder.decode(data[_HEADER.size :])
     except msgspec.DecodeError:
         return None
 

@@ -14,6 +14,7 @@ from turnstile.core import (
     StopReason,
     ToolResults,
     UserMessage,
+    UseTool,
     validate_history,
 )
 
@@ -69,7 +70,9 @@ def test_text_instead_of_the_answer_tool_is_sent_back_asking_for_the_tool() -> N
     assert d.state.messages[-1] == UserMessage(
         "Give your final answer by calling the final_answer tool."
     )
-    assert again.request.tool_choice == "required"
+    assert again.request.tool_choice == UseTool("final_answer")  # the loop forces the tool
+    [finish] = d.reply(call("b", "final_answer", city="北京", temp_c=26))
+    assert finish.output == Weather("北京", 26)
 
 
 def test_native_structured_output_is_asked_of_the_format_and_checked() -> None:
@@ -100,3 +103,34 @@ def test_the_loop_offers_the_tool_choice_it_decides() -> None:
     d.reply(call("s", "search"))
     [final] = d.result("s")
     assert final.request.purpose == "finalize" and final.request.tools == ()
+
+
+class Report(msgspec.Struct):
+    city: str
+    note: str | None = None  # optional: strict modes demand every property be required
+
+
+def test_strict_only_where_every_property_is_required_and_then_closed() -> None:
+    [ask] = Driver(spec(output=Weather)).start()
+    answer = ask.request.tools[-1]
+    assert answer.strict is True and answer.parameters["additionalProperties"] is False
+    [ask] = Driver(spec(output=Report)).start()
+    answer = ask.request.tools[-1]
+    assert answer.strict is False and "additionalProperties" not in answer.parameters
+    [ask] = Driver(spec(output=Report, output_mode="native")).start()
+    assert ask.request.output.strict is False
+
+
+class Reading(msgspec.Struct):
+    value: float
+
+
+def test_a_native_answer_holding_nan_is_sent_back_not_kept() -> None:
+    """Python's JSON parser reads NaN; kept, the state could not be written down."""
+    d = Driver(spec(output=Reading, output_mode="native"))
+    d.start()
+    d.reply('{"value": NaN}')
+    assert "NaN is no JSON number" in d.state.messages[-1].content
+    [finish] = d.reply('{"value": 1.5}')
+    assert finish.output == Reading(1.5)
+    assert Loop.load(d.loop.spec, d.loop.dump()).state.output == {"value": 1.5}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from turnstile.core import Image, Text
 from turnstile.executors._demo import WEATHER
 
 MISSING = {"火星": ValueError("没有城市「火星」的天气数据")}
@@ -19,3 +20,8 @@ def get_weather(city: str) -> dict[str, object]:
 def save_note(title: str, body: str) -> str:
     """保存一条笔记"""
     return f"saved {title}"
+
+
+def get_chart(city: str) -> list[Text | Image]:
+    """A temperature chart of a city."""
+    return [Text(f"chart of {city}"), Image(url=f"https://example.com/{city}.png")]

@@ -104,7 +104,10 @@ def test_run_exits_1_when_the_model_fails(
         "max_output_tokens": 4096,
         "store": False,
         "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "turnstile-cli",
     }
+    # a live run's key is drawn from its first event, stamped by the real clock
+    monkeypatch.setattr("turnstile.core._loop.cache_key", lambda events: "turnstile-cli")
     error = {
         "message": "Incorrect API key provided: sk-test",
         "type": "invalid_request_error",
@@ -173,7 +176,7 @@ def test_replay_of_a_bad_file_is_one_line_and_exit_2(
 def test_replay_of_a_trace_the_loop_no_longer_follows_prints_the_diff(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trace = json.loads((FIXTURES / "anthropic/weather.json").read_text(encoding="utf-8"))
+    trace = json.loads((FIXTURES / "anthropic/cache_off.json").read_text(encoding="utf-8"))
     trace["loop"]["system"] = "你是一个诗人。"
     path = _write(tmp_path, json.dumps(trace, ensure_ascii=False))
     assert turnstile("replay", str(path)) == 1

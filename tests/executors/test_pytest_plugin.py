@@ -147,8 +147,8 @@ def test_a_changed_request_fails_through_sync_run_with_the_diff(
             "request 1 (POST /v1/messages) does not match the recorded POST /v1/messages",
             "--- recorded",
             "+++ sent",
-            '-      "content": "北京和上海哪个更暖和?",',
-            '+      "content": "北京和广州哪个更暖和?",',
+            '-          "text": "北京和上海哪个更暖和?",',
+            '+          "text": "北京和广州哪个更暖和?",',
             "*pytest --turnstile-record=all test_weather.py::test_weather_agent",
         ]
     )
@@ -327,8 +327,8 @@ def test_the_async_client_replays_under_trio_and_asyncio(pytester: pytest.Pytest
             "request 1 (POST /v1/messages) does not match the recorded POST /v1/messages",
             "--- recorded",
             "+++ sent",
-            '-      "content": "北京和上海哪个更暖和?",',
-            '+      "content": "北京和广州哪个更暖和?",',
+            '-          "text": "北京和上海哪个更暖和?",',
+            '+          "text": "北京和广州哪个更暖和?",',
             "*pytest --turnstile-record=all test_weather.py::test_changed_under_trio",
             "FAILED test_weather.py::test_changed_under_trio - turnstile: the request does*",
         ]
@@ -356,7 +356,11 @@ import weather_agent as my_agent
 @pytest.mark.turnstile_trace("fixtures/weather.anthropic.json")
 def test_one_request_of_two(turnstile_client):
     request = ModelRequest(
-        my_agent.SPEC.system, [UserMessage("北京和上海哪个更暖和?")], my_agent.SPEC.tools, 1024
+        my_agent.SPEC.system,
+        [UserMessage("北京和上海哪个更暖和?")],
+        my_agent.SPEC.tools,
+        1024,
+        cache=my_agent.SPEC.cache,
     )
     assert turnstile_client.complete(request).stop.value == "tool_use"
 
@@ -407,7 +411,9 @@ def test_openai_traces_replay_and_a_changed_request_fails(
         def test_replay(turnstile_client, turnstile_trace, prompt):
             assert turnstile_client.stream is {recorded["stream"]!r}
             tools = RecordedTools(turnstile_trace)
-            run = sync.run(spec_for(turnstile_trace), prompt, model=turnstile_client, tools=tools)
+            spec = spec_for(turnstile_trace)
+            # the clock of the recording: the cache key is drawn from the first event
+            run = sync.run(spec, prompt, model=turnstile_client, tools=tools, clock=lambda: 0.0)
             assert run.stop_reason.value == "completed"
         """
     )

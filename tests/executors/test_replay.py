@@ -17,10 +17,13 @@ from turnstile.core import (
     AssistantMessage,
     CallModel,
     Command,
+    Document,
     Finish,
+    Image,
     ModelFailed,
     ModelReplied,
     Observation,
+    Opaque,
     RunTool,
     StopReason,
     Text,
@@ -46,28 +49,48 @@ from .backoff import retries_wait
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 FINISHES = {
+    "anthropic/cache_off.json": StopReason.completed,
+    "anthropic/chart.json": StopReason.completed,
+    "anthropic/final_answer.json": StopReason.finish_tool,
     "anthropic/finalize.json": StopReason.max_turns,
     "anthropic/malformed_args.json": StopReason.completed,
     "anthropic/max_tokens_tool.stream.json": StopReason.completed,
+    "anthropic/native_output.json": StopReason.completed,
     "anthropic/overloaded.stream.json": StopReason.completed,
+    "anthropic/prefill.json": StopReason.completed,
     "anthropic/refusal.json": StopReason.refusal,
+    "anthropic/strict_tool.json": StopReason.completed,
     "anthropic/thinking.json": StopReason.completed,
     "anthropic/tool_error.json": StopReason.completed,
     "anthropic/unknown_stop.json": StopReason.completed,
     "anthropic/weather.json": StopReason.completed,
     "anthropic/weather.stream.json": StopReason.completed,
+    "anthropic/web_search.stream.json": StopReason.completed,
+    "openai-chat/audio.json": StopReason.completed,
     "openai-chat/azure_prompt_filter.stream.json": StopReason.completed,
+    "openai-chat/cache_off.json": StopReason.completed,
     "openai-chat/content_filter.json": StopReason.refusal,
+    "openai-chat/instructions.json": StopReason.completed,
     "openai-chat/malformed_args.json": StopReason.completed,
+    "openai-chat/max_tokens_field.json": StopReason.completed,
     "openai-chat/max_tokens_tool.stream.json": StopReason.max_turns,
+    "openai-chat/media.json": StopReason.completed,
+    "openai-chat/output_native.json": StopReason.completed,
+    "openai-chat/output_tool.json": StopReason.finish_tool,
     "openai-chat/overloaded.stream.json": StopReason.completed,
     "openai-chat/refusal.json": StopReason.refusal,
     "openai-chat/tool_error.json": StopReason.completed,
     "openai-chat/unknown_stop.json": StopReason.completed,
     "openai-chat/weather.json": StopReason.completed,
     "openai-chat/weather.stream.json": StopReason.completed,
+    "openai-chat/web_search.json": StopReason.completed,
+    "openai-responses/cache_off.json": StopReason.completed,
+    "openai-responses/instructions.json": StopReason.completed,
     "openai-responses/malformed_args.json": StopReason.completed,
     "openai-responses/max_tokens_tool.stream.json": StopReason.completed,
+    "openai-responses/media.json": StopReason.completed,
+    "openai-responses/output_native.json": StopReason.completed,
+    "openai-responses/output_tool.json": StopReason.finish_tool,
     "openai-responses/overloaded.stream.json": StopReason.completed,
     "openai-responses/reasoning.json": StopReason.completed,
     "openai-responses/refusal.json": StopReason.refusal,
@@ -75,6 +98,7 @@ FINISHES = {
     "openai-responses/unknown_stop.json": StopReason.completed,
     "openai-responses/weather.json": StopReason.completed,
     "openai-responses/weather.stream.json": StopReason.completed,
+    "openai-responses/web_search.stream.json": StopReason.completed,
 }
 WEATHER = [
     f"{provider}/{name}"
@@ -96,6 +120,10 @@ def _part(part: Any, *, quote_texts: bool) -> str:
         case ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw):
             shown = f"raw {raw!r}" if raw is not None else _args(arguments)
             return f"{name}#{call_id} {shown}" + ("" if part.complete else " [cut off]")
+        case Opaque(format=format, data=data):
+            return f"{format} {data.get('type')}"
+        case Image(url=url, media_type=media_type) | Document(url=url, media_type=media_type):
+            return f"{type(part).__name__.lower()} {url or media_type}"
     raise AssertionError(part)
 
 
@@ -120,6 +148,8 @@ def step_line(step: Command | Observation, *, quote_texts: bool = False) -> str:
         case RunTool(id=call_id, name=name, arguments=arguments):
             return f"→ run_tool {name}#{call_id} {_args(arguments)}"
         case ToolReturned(call_id=call_id, content=content, is_error=is_error):
+            if not isinstance(content, str):
+                content = "; ".join(_part(p, quote_texts=True) for p in content)
             return f"← tool_returned {call_id}{' (error)' if is_error else ''}: {content}"
         case Finish(reason=reason):
             return f"→ finish {reason.value}"
@@ -200,8 +230,8 @@ def test_a_changed_prompt_fails_with_a_diff() -> None:
         replay(trace)
     message = str(info.value)
     assert "request 1 (POST /v1/messages) does not match the recorded POST /v1/messages" in message
-    assert '-      "content": "北京和上海哪个更暖和?",' in message
-    assert '+      "content": "北京和广州哪个更暖和?",' in message
+    assert '-          "text": "北京和上海哪个更暖和?",' in message
+    assert '+          "text": "北京和广州哪个更暖和?",' in message
 
 
 @pytest.mark.parametrize("executor", ["sync", "trio"])

@@ -294,7 +294,7 @@ def test_a_work_dir_below_a_directory_others_may_not_enter_is_shown_to_the_call(
     hidden = tmp_path / "hidden"
     hidden.mkdir(mode=0o700)
     monkeypatch.setattr(tempfile, "tempdir", str(hidden))  # where work dirs are made
-    shared = tmp_path / "shared"  # a needed path: its hidden ancestor is covered ahead
+    shared = tmp_path / "shared"  # a writable path beside: a call's root holds it, not tmp_path
     shared.mkdir()
     for limits in [SandboxLimits(), SandboxLimits(writable_paths=(str(shared),))]:
         for warm in (0, 1):
@@ -303,6 +303,24 @@ def test_a_work_dir_below_a_directory_others_may_not_enter_is_shown_to_the_call(
             assert not is_error, content
             found = msgspec.json.decode(content)
             assert found["cwd"].startswith(f"{hidden}/") and found["files"] == ["note.txt"]
+
+
+def test_a_writable_path_above_the_work_dirs_leaves_each_call_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared"
+    (shared / "tmp").mkdir(mode=0o755, parents=True)
+    shared.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared / "tmp"))  # where work dirs are made
+    limits = SandboxLimits(writable_paths=(str(shared),))
+    for warm in (0, 1):
+        with Sandbox([h.where_am_i], limits, warm=warm) as box:
+            for _ in range(2):
+                content, is_error = run(box, "where_am_i")
+                assert not is_error, content
+                found = msgspec.json.decode(content)
+                assert found["cwd"].startswith(f"{shared}/tmp/") and found["files"] == ["note.txt"]
+    assert os.listdir(shared / "tmp") == []  # no call's file was left on the host
 
 
 def in_threads(sandbox: Sandbox, name: str, arguments: dict[str, object]) -> list[ToolOutcome]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
 import pytest
 from turnstile.core import (
     Guards,
@@ -261,3 +262,12 @@ def test_a_prompt_continues_a_finished_conversation() -> None:
         "The capital of France?",
         "And of Germany?",
     ]
+
+
+def test_a_run_s_output_is_the_typed_answer() -> None:
+    class Answer(msgspec.Struct):
+        city: str
+
+    model = ScriptedModel([calls(ToolCall("a", "final_answer", {"city": "上海"}))])
+    run = sync.run(LoopSpec(output=Answer), "which city?", model=model)
+    assert run.output == Answer("上海") and run.finish.output == Answer("上海")

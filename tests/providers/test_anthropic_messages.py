@@ -10,6 +10,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pydantic
 import pytest
 from anthropic.types import ErrorResponse, Message, RawMessageStreamEvent
@@ -22,18 +23,20 @@ from turnstile.core import (
     Finish,
     Guards,
     Loop,
-    LoopSpec,
     ModelFailed,
     ModelReplied,
     ModelRequest,
     ModelResponse,
     ModelStop,
+    Opaque,
     Purpose,
+    ResultPart,
     RunTool,
     StopReason,
     Text,
     Thinking,
     ToolCall,
+    ToolOutcome,
     ToolResult,
     ToolResults,
     ToolReturned,
@@ -46,8 +49,10 @@ from turnstile.core import Message as CoreMessage
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers.anthropic_messages import StreamAccumulator, decode, encode
+from turnstile.providers.replay import Trace, prompt_for, spec_for
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "anthropic"
+MARK = {"type": "ephemeral"}
 WEATHER = {
     "北京": '{"温度":26,"天气":"多云","湿度":45}',
     "上海": '{"温度":29,"天气":"晴","湿度":68}',
@@ -96,20 +101,22 @@ def replay(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], Finish]:
     each request, decode (or accumulate) the recorded answer, hand tools their recorded outputs.
     Returns the request bodies the loop sent and how it finished."""
     spec_json = trace["loop"]
-    spec = LoopSpec(
-        system=spec_json["system"],
-        tools=tuple(ToolSpec(**t) for t in spec_json["tools"]),
-        guards=Guards(**spec_json.get("guards", {})),
-        max_tokens=spec_json["max_tokens"],
-    )
+    recorded = msgspec.convert(trace, Trace)
+    spec = spec_for(recorded)  # the trace's loop section as the replay tools read it
     options = dict(spec_json.get("options", {}))
     if spec_json["stream"]:
         options["stream"] = True
     responses = iter(exchange["response"] for exchange in trace["exchanges"])
+    recorded_outputs = {
+        call_id: ToolOutcome(
+            msgspec.convert(out["content"], str | list[ResultPart]), out.get("is_error", False)
+        )
+        for call_id, out in spec_json.get("tool_outputs", {}).items()
+    }
     loop = Loop(spec)
     now = 0.0
     requests: list[dict[str, Any]] = []
-    commands = deque(loop.start(spec_json["prompt"], now))
+    commands = deque(loop.start(prompt_for(recorded), now))
     while commands:
         now += 1.0
         match commands.popleft():
@@ -129,14 +136,11 @@ def replay(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], Finish]:
                     obs = ModelReplied(now=now, command_id=command_id, response=reply)
                 commands.extend(loop.send(obs))
             case RunTool(id=call_id):
-                out = spec_json["tool_outputs"][call_id]
+                out = recorded_outputs[call_id]
                 commands.extend(
                     loop.send(
                         ToolReturned(
-                            now=now,
-                            call_id=call_id,
-                            content=out["content"],
-                            is_error=out.get("is_error", False),
+                            now=now, call_id=call_id, content=out.content, is_error=out.is_error
                         )
                     )
                 )
@@ -211,6 +215,7 @@ def _deltas_for(block: dict[str, Any], fragments: list[str] | None) -> list[dict
 
 FINISHES = {
     "weather.json": StopReason.completed,
+    "cache_off.json": StopReason.completed,
     "weather.stream.json": StopReason.completed,
     "tool_error.json": StopReason.completed,
     "max_tokens_tool.stream.json": StopReason.completed,
@@ -220,6 +225,12 @@ FINISHES = {
     "malformed_args.json": StopReason.completed,
     "overloaded.stream.json": StopReason.completed,
     "finalize.json": StopReason.max_turns,
+    "chart.json": StopReason.completed,
+    "web_search.stream.json": StopReason.completed,
+    "strict_tool.json": StopReason.completed,
+    "final_answer.json": StopReason.finish_tool,
+    "native_output.json": StopReason.completed,
+    "prefill.json": StopReason.completed,
 }
 
 # Deliberate departures from the SDK's types, each with the value that makes the body conform: the
@@ -296,7 +307,7 @@ def test_recorded_requests_are_exactly_what_the_loop_sends(name: str) -> None:
 
 
 def test_weather_two_exchanges() -> None:
-    trace = load("weather.json")
+    trace = load("cache_off.json")  # weather.json's conversation, bodies without breakpoints
     (first, second) = trace["exchanges"]
     request = first["request"]["body"]
     assert request == {
@@ -451,7 +462,9 @@ def test_an_overloaded_error_event_fails_the_stream_for_good() -> None:
 def test_the_finalize_request_declares_the_called_tools_and_forbids_calling_them() -> None:
     trace = load("finalize.json")
     request = trace["exchanges"][1]["request"]["body"]
-    assert request["tools"] == [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    assert request["tools"] == [
+        {"name": "get_weather", "input_schema": {"type": "object"}, "cache_control": MARK}
+    ]
     assert request["tool_choice"] == {"type": "none"}
     last = request["messages"][-1]
     assert [b["type"] for b in last["content"]] == ["tool_result", "tool_result", "text"]
@@ -685,16 +698,19 @@ def test_decode_an_empty_reply() -> None:
     assert decode(message([])) == ModelResponse([], ModelStop.end_turn, Usage(10, 5))
 
 
-def test_decode_skips_server_tool_and_unknown_blocks() -> None:
-    body = message(
-        [
-            {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {}},
-            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": []},
-            {"type": "text", "text": "found it", "citations": None},
-            {"type": "hologram", "payload": 3},
-        ]
-    )
-    assert decode(body).content == [Text("found it")]
+def test_decode_keeps_server_tool_and_unknown_blocks_verbatim() -> None:
+    blocks = [
+        {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": []},
+        {"type": "text", "text": "found it", "citations": None},
+        {"type": "hologram", "payload": 3},
+    ]
+    assert decode(message(blocks)).content == [
+        Opaque("anthropic_messages", blocks[0]),
+        Opaque("anthropic_messages", blocks[1]),
+        Text("found it"),
+        Opaque("anthropic_messages", blocks[3]),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -827,10 +843,10 @@ def test_stream_deltas_carry_the_part_index() -> None:
     acc = StreamAccumulator()
     deltas = [d for event in stream_of(body) for d in acc.feed(event)]
     assert deltas == [
-        ThinkingDelta(0, "hmm"),
-        TextDelta(1, "查一下"),
-        ArgumentsDelta(2, "toolu_01A09q90qw90lq917835lq9", "get_weather", ""),
-        ArgumentsDelta(2, "toolu_01A09q90qw90lq917835lq9", "get_weather", '{"city": "北京"}'),
+        ThinkingDelta(1, "hmm"),
+        TextDelta(2, "查一下"),
+        ArgumentsDelta(3, "toolu_01A09q90qw90lq917835lq9", "get_weather", ""),
+        ArgumentsDelta(3, "toolu_01A09q90qw90lq917835lq9", "get_weather", '{"city": "北京"}'),
     ]
     assert acc.result() == decode(body)
 
@@ -1219,12 +1235,7 @@ def test_a_decoded_reply_goes_back_as_the_blocks_it_came_from(body: dict[str, An
     reply = decode(body)
     history = [UserMessage("q"), AssistantMessage(reply.content), UserMessage("go on")]
     sent = encode(ModelRequest(None, history, (), 100), model="m")["messages"]
-    kept = [
-        b
-        for b in body["content"]
-        if b["type"] in ("thinking", "redacted_thinking", "tool_use")
-        or (b["type"] == "text" and b["text"].strip())
-    ]
+    kept = [b for b in body["content"] if b["type"] != "text" or b["text"].strip()]
     if kept:
         assert sent[1]["role"] == "assistant"
         assert _canonical(sent[1]["content"]) == _canonical(kept)

@@ -17,6 +17,9 @@ import openai
 import pytest
 import trio
 from turnstile.core import (
+    CachePolicy,
+    CallModel,
+    Loop,
     LoopSpec,
     ModelFailed,
     ModelRequest,
@@ -29,6 +32,7 @@ from turnstile.core import (
     UserMessage,
 )
 from turnstile.executors import sync
+from turnstile.executors.testing import replay
 from turnstile.providers import (
     ArgumentsDelta,
     Delta,
@@ -40,11 +44,11 @@ from turnstile.providers import (
     openai_responses,
 )
 from turnstile.providers.replay import (
-    RecordedTools,
     ReplayMismatch,
     Trace,
     client_for,
     load_trace,
+    prompt_for,
     spec_for,
 )
 
@@ -61,16 +65,15 @@ PATHS = {
 }
 PROVIDERS = sorted(FORMATS)
 PROMPT = "北京和上海哪个更暖和?"
-SPEC = LoopSpec(max_tokens=1024)
+SPEC = LoopSpec(max_tokens=1024, cache=CachePolicy(enabled=False))  # as `REQUEST` is
 REQUEST = ModelRequest(None, [UserMessage(PROMPT)], [], 1024)
 
 
 def first_request(trace: Trace) -> ModelRequest:
-    spec = spec_for(trace)
-    assert trace.loop is not None
-    return ModelRequest(
-        spec.system, [UserMessage(trace.loop["prompt"])], spec.tools, spec.max_tokens
-    )
+    """The trace's first request as its loop asks it (caching and the rest of its policy)."""
+    (command,) = Loop(spec_for(trace)).start(prompt_for(trace), 0.0)
+    assert type(command) is CallModel
+    return command.request
 
 
 def complete(client: Any, request: ModelRequest, mode: str) -> ModelResponse:
@@ -248,10 +251,7 @@ def test_an_error_mid_stream_is_retryable_and_the_loop_retries(provider: str) ->
     with pytest.raises(ProviderError) as info:
         client_for(trace).complete(first_request(trace))
     assert info.value.retryable
-    assert trace.loop is not None
-    run = sync.run(
-        spec_for(trace), trace.loop["prompt"], model=client_for(trace), tools=RecordedTools(trace)
-    )
+    run = replay(trace)
     failed = [e for e in run.state.events if type(e) is ModelFailed]
     assert [(f.command_id, f.retryable) for f in failed] == [("model-1", True)]
     assert run.stop_reason is StopReason.completed

@@ -18,15 +18,14 @@ from turnstile.core import (
     AssistantMessage,
     CallModel,
     Finish,
-    Guards,
     Loop,
-    LoopSpec,
     ModelFailed,
     ModelReplied,
     ModelRequest,
     ModelResponse,
     ModelStop,
     Purpose,
+    ResultPart,
     RunTool,
     StopReason,
     Text,
@@ -44,7 +43,7 @@ from turnstile.providers._client import StreamReader
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._sse import events_json
-from turnstile.providers.replay import RecordedTools, Trace
+from turnstile.providers.replay import RecordedTools, Trace, prompt_for, spec_for
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "openai-chat"
 WEATHER = ToolSpec(
@@ -831,16 +830,24 @@ def sdk_errors(model: type[pydantic.BaseModel], data: dict[str, Any]) -> set[tup
 def test_the_fixture_set_is_complete() -> None:
     assert FIXTURE_NAMES == sorted(
         [
+            "audio.json",
             "azure_prompt_filter.stream.json",
+            "cache_off.json",
             "content_filter.json",
+            "instructions.json",
             "malformed_args.json",
+            "max_tokens_field.json",
             "max_tokens_tool.stream.json",
+            "media.json",
+            "output_native.json",
+            "output_tool.json",
             "overloaded.stream.json",
             "refusal.json",
             "tool_error.json",
             "unknown_stop.json",
             "weather.json",
             "weather.stream.json",
+            "web_search.json",
         ]
     )
 
@@ -882,16 +889,24 @@ def test_fixture_responses_validate_against_the_sdk_types(name: str) -> None:
 
 # How each trace's loop ends, and its total usage.
 OUTCOMES = {
+    "audio.json": (StopReason.completed, Usage(24, 13)),
     "azure_prompt_filter.stream.json": (StopReason.completed, Usage(19, 21)),
+    "cache_off.json": (StopReason.completed, Usage(21, 6)),
     "content_filter.json": (StopReason.refusal, Usage(41, 0)),
+    "instructions.json": (StopReason.completed, Usage(78, 75, reasoning_tokens=64)),
     "malformed_args.json": (StopReason.completed, Usage(512 + 598 + 702, 24 + 46 + 130)),
+    "max_tokens_field.json": (StopReason.completed, Usage(22, 24)),
     "max_tokens_tool.stream.json": (StopReason.max_turns, Usage(377 + 561, 60 + 88)),
+    "media.json": (StopReason.completed, Usage(1164 + 1196, 17 + 6, cache_read_tokens=1152)),
+    "output_native.json": (StopReason.completed, Usage(96 + 163, 19 + 14)),
+    "output_tool.json": (StopReason.finish_tool, Usage(402 + 448 + 531, 21 + 31 + 29)),
     "overloaded.stream.json": (StopReason.completed, Usage(52, 27)),
     "refusal.json": (StopReason.refusal, Usage(98, 31)),
     "tool_error.json": (StopReason.completed, Usage(420 + 468, 17 + 64)),
     "unknown_stop.json": (StopReason.completed, Usage(84, 9, cache_read_tokens=64)),
     "weather.json": (StopReason.completed, Usage(805, 251)),
     "weather.stream.json": (StopReason.completed, Usage(805, 251)),
+    "web_search.json": (StopReason.completed, Usage(312, 38)),
 }
 
 
@@ -899,18 +914,14 @@ OUTCOMES = {
 def test_fixture_replays_through_the_loop_with_the_recorded_requests(name: str) -> None:
     trace = load(name)
     section = trace["loop"]
-    spec = LoopSpec(
-        system=section["system"],
-        tools=tuple(msgspec.convert(t, ToolSpec) for t in section["tools"]),
-        guards=msgspec.convert(section.get("guards", {}), Guards),
-        max_tokens=section["max_tokens"],
-    )
+    recorded = Trace.load(FIXTURES / name)
+    spec = spec_for(recorded)  # the trace's system, tools, guards, caching, answer type
     options = dict(section.get("options", {}))
     if section["stream"]:
         options["stream"] = True
     loop = Loop(spec)
     exchanges = list(trace["exchanges"])
-    pending = loop.start(section["prompt"], 0.0)
+    pending = loop.start(prompt_for(recorded), 0.0)
     finish = None
     while pending:
         command = pending.pop(0)
@@ -918,8 +929,9 @@ def test_fixture_replays_through_the_loop_with_the_recorded_requests(name: str) 
             finish = command
         elif type(command) is RunTool:
             out = section["tool_outputs"][command.id]
+            content = msgspec.convert(out["content"], str | list[ResultPart])
             returned = ToolReturned(
-                call_id=command.id, content=out["content"], is_error=out["is_error"], now=1.0
+                call_id=command.id, content=content, is_error=out["is_error"], now=1.0
             )
             pending += loop.send(returned)
         else:

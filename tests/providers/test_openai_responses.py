@@ -25,6 +25,7 @@ from turnstile.core import (
     ModelRequest,
     ModelResponse,
     ModelStop,
+    Opaque,
     Purpose,
     StopReason,
     Text,
@@ -138,8 +139,13 @@ def request(*messages: Any, tools: tuple[ToolSpec, ...] = (WEATHER,), system: st
 
 def test_the_traces_are_the_ones_promised() -> None:
     assert TRACES == [
+        "cache_off.json",
+        "instructions.json",
         "malformed_args.json",
         "max_tokens_tool.stream.json",
+        "media.json",
+        "output_native.json",
+        "output_tool.json",
         "overloaded.stream.json",
         "reasoning.json",
         "refusal.json",
@@ -147,6 +153,7 @@ def test_the_traces_are_the_ones_promised() -> None:
         "unknown_stop.json",
         "weather.json",
         "weather.stream.json",
+        "web_search.stream.json",
     ]
 
 
@@ -660,9 +667,10 @@ def test_a_body_missing_what_it_needs_is_a_decode_error(raw: Any, path: str) -> 
     assert raised.value.path == path
 
 
-def test_output_items_of_other_kinds_are_ignored() -> None:
-    raw = body([{"id": "ws_1", "type": "web_search_call", "status": "completed"}, message("hi")])
-    assert decode(raw).content == [Text("hi")]
+def test_output_items_of_other_kinds_are_kept_verbatim() -> None:
+    search = {"id": "ws_1", "type": "web_search_call", "status": "completed"}
+    raw = body([search, message("hi")])
+    assert decode(raw).content == [Opaque("openai_responses", search), Text("hi")]
 
 
 @pytest.mark.parametrize(
@@ -1341,7 +1349,12 @@ def test_an_item_only_the_client_can_answer_stops_the_reply_with_its_name(kind: 
 def test_an_item_the_server_answered_itself_is_no_stop(call: dict, answer: dict | None) -> None:
     output = [call, *([answer] if answer else []), message("done")]
     reply = decode(body(output))
-    assert (reply.stop, reply.raw_stop, reply.content) == (ModelStop.end_turn, None, [Text("done")])
+    kept = [Opaque("openai_responses", item) for item in output[:-1]]
+    assert (reply.stop, reply.raw_stop, reply.content) == (
+        ModelStop.end_turn,
+        None,
+        [*kept, Text("done")],
+    )
 
 
 def test_calls_a_program_made_are_whole_in_a_completed_response() -> None:

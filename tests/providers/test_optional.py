@@ -41,7 +41,7 @@ def test_the_codecs_need_only_msgspec_and_transitions() -> None:
     out = run(
         f"""
         import json, sys
-        from turnstile.core import History, ModelRequest, ToolSpec, UserMessage
+        from turnstile.core import Loop, LoopSpec, ToolSpec
         from turnstile.providers import WireCache, anthropic_messages, openai_chat, openai_responses
         from turnstile.providers._sse import events_json
 
@@ -54,8 +54,8 @@ def test_the_codecs_need_only_msgspec_and_transitions() -> None:
             trace = json.loads(open(f"{FIXTURES}/{{provider}}/weather.json").read())
             loop, first = trace["loop"], trace["exchanges"][0]
             tools = tuple(ToolSpec(**t) for t in loop["tools"])
-            messages = History([UserMessage(loop["prompt"])])
-            request = ModelRequest(loop["system"], messages, tools, loop["max_tokens"])
+            spec = LoopSpec(system=loop["system"], tools=tools, max_tokens=loop["max_tokens"])
+            request = Loop(spec).start(loop["prompt"], 0.0)[0].request  # as the loop asks
             body = codec.encode(request, model=loop["model"], cache=WireCache())
             assert body == first["request"]["body"], provider
             reply = codec.decode(first["response"]["body"])

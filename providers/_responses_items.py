@@ -1,0 +1,215 @@
+"""The conversation as OpenAI Responses input items: what `openai_responses.encode` sends as
+`input`, one message at a time (a left fold, as `_cache` continues it).
+
+Parts map one to one: `Text` is `input_text`, `Image` is `input_image` (its URL, its data as a
+`data:` URL, or its `file_id`; `detail` "auto" unless given, as the API defaults), `Document` is
+`input_file` (`file_data` as a `data:` URL with `filename`, `file_url`, or `file_id`); a tool's
+parts are a `function_call_output` whose `output` is that list. An `Opaque` item of this format
+goes back as it came. This format has no input part for sound (the SDK's message content union
+has none) nor a field for a document's `title` (Anthropic's): audio, and any other format's
+`Opaque`, raise `UnsupportedContent`; a title is left out, the file's name is what it is called
+here. `Instructions` are a message item of their role ("system" or "developer").
+
+A reply's parts go back in order: texts as assistant message items (adjacent texts of one phase
+share one), calls as `function_call` items, reasoning and kept items verbatim. A reply from
+another format may hold what has no form here (another provider's thinking, its server blocks):
+left out, as that provider's own history keeps it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FORMAT",
+    "SUMMARY_JOIN",
+    "TEXT_FIELDS",
+    "fold",
+    "function_call",
+    "message",
+    "other_item",
+    "reasoning",
+]
+
+import base64
+import copy
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from turnstile.core import (
+    AssistantMessage,
+    Audio,
+    Document,
+    Image,
+    Instructions,
+    Message,
+    Opaque,
+    Part,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    UserMessage,
+)
+
+from ._errors import DecodeError, UnsupportedContent
+from ._wire import expect, field, json_object, kept, optional, peek, tool_call, tool_call_id
+
+FORMAT = "openai_responses"
+"""This format's name, as `Opaque.format` and `ServerTool.format` give it."""
+SUMMARY_JOIN = "\n\n"
+"""What joins the summary parts of a reasoning item into one `Thinking` text."""
+TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
+"""The text parts of a message item, and the key of their text."""
+# Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
+_CALL_FIELDS = ("type", "call_id", "name", "status")
+
+
+def fold(items: list[dict[str, Any]], messages: Iterable[Message]) -> None:
+    """Append the input items of `messages` to `items` (a `_cache.Fold`)."""
+    for message in messages:
+        match message:
+            case UserMessage(content=str() as text):
+                items.append({"type": "message", "role": "user", "content": text})
+            case UserMessage(content=parts):
+                content = [_part(p, "a user message") for p in parts]
+                items.append({"type": "message", "role": "user", "content": content})
+            case AssistantMessage(content=parts):
+                _assistant(parts, items)
+            case ToolResults(results=results):
+                items.extend(_output(r) for r in results)
+            case Instructions(text=text, role=role):
+                items.append({"type": "message", "role": role, "content": text})
+
+
+def _output(result: ToolResult) -> dict[str, Any]:
+    content = result.content
+    output = content if isinstance(content, str) else [_part(p, "a tool result") for p in content]
+    return {"type": "function_call_output", "call_id": result.call_id, "output": output}
+
+
+def _part(part: Any, where: str) -> dict[str, Any]:
+    """One part of a user message or a tool result, as an input content part."""
+    match part:
+        case Text(text=text):
+            return {"type": "input_text", "text": text}
+        case Image():
+            image: dict[str, Any] = {"type": "input_image", "detail": part.detail or "auto"}
+            if part.file_id is not None:
+                return {**image, "file_id": part.file_id}
+            return {**image, "image_url": part.url or _data_url(part.media_type, part.data)}
+        case Document():
+            file: dict[str, Any] = {"type": "input_file"}
+            if part.file_id is not None:
+                file["file_id"] = part.file_id
+            elif part.url is not None:
+                file["file_url"] = part.url
+            else:
+                file["file_data"] = _data_url(part.media_type, part.data)
+            return file if part.name is None else {**file, "filename": part.name}
+        case Opaque(format=format, data=data) if format == FORMAT:
+            return copy.deepcopy(data)
+        case Opaque(format=format):
+            raise UnsupportedContent(FORMAT, f"{format} content in {where}")
+        case Audio():
+            raise UnsupportedContent(FORMAT, f"audio in {where}")
+    raise UnsupportedContent(FORMAT, f"a {type(part).__name__} in {where}")
+
+
+def _data_url(media_type: str | None, data: bytes | None) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data or b'').decode('ascii')}"
+
+
+def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
+    """A reply's parts as input items, in order; adjacent texts of one phase share a message."""
+    texts: list[dict[str, Any]] = []
+    phase = None
+    for part in [*parts, None]:  # None ends the last run of texts
+        if type(part) is Text and not part.text:
+            continue
+        kept = part.provider_data if type(part) is Text else None
+        if texts and (type(part) is not Text or peek(kept, "phase", str, None) != phase):
+            message = {"type": "message", "role": "assistant", "content": texts}
+            items.append(message if phase is None else {**message, "phase": phase})
+            texts = []
+        if type(part) is Text:
+            phase = peek(kept, "phase", str, None)
+            text: dict[str, Any] = {"type": "output_text", "text": part.text}
+            annotations = peek(kept, "annotations", list, None)
+            if annotations:
+                text["annotations"] = copy.deepcopy(annotations)
+            texts.append(text)
+        elif type(part) is ToolCall:
+            items.append(_call_item(part))
+        elif type(part) is Thinking and peek(part.provider_data, "type", str, "") == "reasoning":
+            items.append(copy.deepcopy(part.provider_data))
+        elif type(part) is Opaque and part.format == FORMAT:
+            items.append(copy.deepcopy(part.data))
+
+
+def _call_item(call: ToolCall) -> dict[str, Any]:
+    kept = copy.deepcopy(call.provider_data) if isinstance(call.provider_data, dict) else {}
+    item = {"type": "function_call", **kept, "call_id": call.id, "name": call.name}
+    return {**item, "arguments": _arguments_text(call, kept.get("arguments"))}
+
+
+def _arguments_text(call: ToolCall, kept: Any) -> str:
+    """The arguments as the model wrote them while still true to `call`, else re-serialized."""
+    if call.raw_arguments is not None:
+        return call.raw_arguments
+    if isinstance(kept, str) and (json_object(kept) if kept.strip() else {}) == call.arguments:
+        return kept
+    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- output items as parts -------------------------------------------------------------------------
+
+
+def reasoning(item: dict[str, Any], where: str) -> Thinking:
+    field(item, "id", str, where)
+    texts = []
+    for j, entry in enumerate(field(item, "summary", list, where)):
+        at = f"{where}.summary[{j}]"
+        texts.append(field(expect(entry, dict, at), "text", str, at))
+    return Thinking(SUMMARY_JOIN.join(texts), provider_data=kept(item, where))
+
+
+def message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
+    """The parts of a message item, and whether one of them is a refusal. A text keeps its
+    item's `phase` and its own annotations (to send back); a content part of another type is
+    kept as a message item of its own, which goes back in its place."""
+    parts: list[Part] = []
+    refused = False
+    phase = optional(item, "phase", str, where, None)
+    for j, part in enumerate(field(item, "content", list, where)):
+        at = f"{where}.content[{j}]"
+        key = TEXT_FIELDS.get(field(expect(part, dict, at), "type", str, at))
+        if key is None:
+            alone = {"type": "message", "role": "assistant", "content": [part]}
+            parts.append(
+                Opaque(FORMAT, kept(alone if phase is None else {**alone, "phase": phase}, at))
+            )
+            continue
+        kept_data: dict[str, Any] = {} if phase is None else {"phase": phase}
+        if peek(part, "annotations", list, None):
+            kept_data["annotations"] = kept(part["annotations"], f"{at}.annotations")
+        parts.append(Text(field(part, key, str, at), provider_data=kept_data or None))
+        refused = refused or key == "refusal"
+    return parts, refused
+
+
+def other_item(item: dict[str, Any], kind: str, where: str) -> Opaque:
+    """An item this codec does not read, kept to go back as it came; one with a function call's
+    `call_id`, `name` and `arguments` under another type is a call whose type was garbled (no
+    other item has all three), which kept it would leave unanswered."""
+    if {"call_id", "name", "arguments"} <= item.keys():
+        raise DecodeError(f"{where}.type", f"{kind!r} has a function call's fields: not a type")
+    return Opaque(FORMAT, kept(item, where))
+
+
+def function_call(item: dict[str, Any], where: str, *, cut: bool) -> ToolCall:
+    call_id = tool_call_id(item, "call_id", where)
+    name = field(item, "name", str, where)
+    text = field(item, "arguments", str, where)
+    extra = kept({k: v for k, v in item.items() if k not in _CALL_FIELDS}, where)
+    return tool_call(call_id, name, text, cut=cut, provider_data=extra)

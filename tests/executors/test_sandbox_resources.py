@@ -1,0 +1,169 @@
+"""A call gets its share and nothing of the call before it: no argument of an earlier call in
+its memory, no file an earlier call left, no memory, CPU or disk beyond its limits however it
+spreads them, and no success it did not return cleanly.
+
+Each test runs real sandboxed calls of tools in `resource_tools`; one that needs a layer this
+machine cannot enforce is skipped, naming why."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from turnstile.executors.sandbox import LAYERS, Sandbox, SandboxLimits, available_layers
+
+from . import hostile_tools as h
+from . import resource_tools as r
+
+MiB = 1024 * 1024
+PREFIX = "turnstile-secret-"
+
+
+def needs(*layers: str) -> None:
+    found = available_layers()
+    missing = [f"{name}: {found[name].detail}" for name in layers if not found[name].in_force]
+    if missing:
+        pytest.skip(f"not in force here: {'; '.join(missing)}")
+
+
+def run(box: Sandbox, name: str, **arguments: object) -> tuple[str, bool]:
+    outcome = box.run(name, arguments)
+    assert h.leftovers() == []
+    return outcome.content, outcome.is_error
+
+
+def shmem() -> int:
+    """The machine's shared memory in use (memfds, SysV segments, tmpfs files), in bytes."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no Shmem in /proc/meminfo")
+
+
+def soon(condition: Callable[[], bool], within_s: float = 5.0) -> bool:
+    """Whether `condition` holds now or within `within_s` (looked at every 20 ms)."""
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[Sandbox]:
+    tools = [r.remember, r.recall, r.whoami, r.buries, r.looks_around, r.forges_then_crashes]
+    with Sandbox(tools, SandboxLimits(wall_s=20, cpu_s=20), warm=1) as sandbox:
+        yield sandbox
+
+
+def test_no_later_call_of_a_warm_launcher_finds_an_earlier_call_s_arguments(
+    warm: Sandbox,
+) -> None:
+    secret = PREFIX + uuid.uuid4().hex
+    assert run(warm, "remember", secret=secret) == ("noted", False)
+    for _ in range(3):  # the trees made ahead while and after the secret's call ran
+        content, is_error = run(warm, "recall", prefix=PREFIX)
+        assert not is_error and secret not in content
+    planted = PREFIX + uuid.uuid4().hex  # the control: a call's own argument is found
+    content, is_error = run(warm, "recall", prefix=PREFIX, plant=planted)
+    assert not is_error and json.loads(content) == [planted]
+
+
+def test_a_deep_tree_and_a_flood_of_files_are_gone_before_the_next_call(warm: Sandbox) -> None:
+    content, is_error = run(warm, "buries", depth=1500, files=30_000)
+    back = time.monotonic()
+    assert not is_error, content
+    buried = json.loads(content)
+    assert buried["files"] > 0
+    assert not os.path.exists(buried["workdir"])
+    if available_layers()["workdir_tmpfs"].in_force:
+        assert back - buried["returned_at"] < 1.0  # the kernel drops the tmpfs, files and all
+    content, is_error = run(warm, "looks_around")
+    assert (json.loads(content), is_error) == ({"workdir": [], "others": []}, False)
+
+
+def test_a_user_id_is_not_given_to_the_very_next_call(warm: Sandbox) -> None:
+    needs("separate_uid")
+    uids = [run(warm, "whoami")[0] for _ in range(3)]
+    assert len(set(uids)) == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("fills_memfds", {"count": 48, "mebibytes": 16}),
+        ("fills_workdir", {"files": 48, "mebibytes": 8}),
+    ],
+)
+def test_memory_outside_the_address_space_counts_towards_the_call_s_memory(
+    name: str, arguments: dict[str, int]
+) -> None:
+    needs("cgroup", *(["workdir_tmpfs"] if name == "fills_workdir" else []))
+    limits = SandboxLimits(memory_bytes=256 * MiB, disk_bytes=512 * MiB)
+    before = shmem()
+    with Sandbox([r.fills_memfds, r.fills_workdir], limits, require=["cgroup"]) as box:
+        content, is_error = run(box, name, **arguments)
+    assert (content, is_error) == (
+        f"{name} was killed: its processes together used more than 256 MiB of memory "
+        "(the sandbox's memory limit)",
+        True,
+    )
+    assert shmem() < before + 64 * MiB  # nothing of it outlives the call
+
+
+def test_sysv_shared_memory_counts_towards_the_call_s_memory() -> None:
+    needs("cgroup")
+    key, before = 0x7500_0000 + os.getpid() % 0x10000 * 64, shmem()
+    try:
+        with Sandbox([r.fills_sysv_shm], SandboxLimits(memory_bytes=256 * MiB)) as box:
+            content, is_error = run(box, "fills_sysv_shm", key=key, count=48, mebibytes=16)
+        assert (content, is_error) == (
+            "fills_sysv_shm was killed: its processes together used more than 256 MiB of memory "
+            "(the sandbox's memory limit)",
+            True,
+        )
+        if "ipc_namespace" in LAYERS and available_layers()["ipc_namespace"].in_force:
+            # the segments go with the call's IPC namespace, which the kernel frees in a work
+            # item of its own, moments after the namespace's last process and mount are gone
+            assert soon(lambda: shmem() < before + 64 * MiB)
+    finally:
+        r.remove_segments(key, 48)
+
+
+def test_cpu_time_spread_over_forks_is_stopped_at_the_call_s_cpu_limit() -> None:
+    needs("cgroup")
+    with Sandbox([r.burns_in_forks], SandboxLimits(cpu_s=1, wall_s=30)) as box:
+        content, is_error = run(box, "burns_in_forks", children=4, seconds=0.8)
+    assert (content, is_error) == (
+        "burns_in_forks was stopped after 1 s of CPU time (the sandbox's CPU limit)",
+        True,
+    )
+
+
+def test_the_work_dir_is_full_at_the_disk_limit() -> None:
+    needs("workdir_tmpfs")
+    with Sandbox([r.fills_workdir], SandboxLimits(disk_bytes=64 * MiB)) as box:
+        content, is_error = run(box, "fills_workdir", files=5, mebibytes=15)
+    assert is_error and content.startswith(
+        "fills_workdir failed: OSError: [Errno 28] No space left on device"
+    )
+    assert content.endswith("(the sandbox's work dir holds at most 64 MiB)")
+
+
+def test_a_result_written_by_hand_does_not_survive_a_crash(warm: Sandbox) -> None:
+    assert run(warm, "forges_then_crashes", crash="segfault") == (
+        "forges_then_crashes crashed: killed by SIGSEGV",
+        True,
+    )
+    for crash in ("raise", "return"):
+        assert run(warm, "forges_then_crashes", crash=crash) == (
+            "forges_then_crashes wrote to the sandbox's result pipe itself; "
+            "its result cannot be trusted",
+            True,
+        )

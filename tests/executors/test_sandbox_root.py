@@ -1,0 +1,226 @@
+"""Issue 14: what of the host a call can reach. A call's root holds only what it needs, its IPC
+objects are its own, and only the address families it needs exist for it.
+
+Each test makes the host object the escape goes for, shows the escape works in-process (so a
+test cannot pass because its tool is broken), and shows a sandboxed call cannot reach the
+object. A test is skipped, naming the reason, where its layer is not in force.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from turnstile.executors.sandbox import Sandbox, SandboxLimits, available_layers
+
+from . import escape_tools as e
+from . import hostile_tools as h
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = [
+    e.overwrites_shared_memory,
+    e.takes_message,
+    e.leaves_message,
+    e.reads,
+    e.touches,
+    e.connects_unix,
+    e.opens_sockets,
+]
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Sandbox]:
+    with Sandbox(TOOLS, SandboxLimits(wall_s=10), warm=1) as sandbox:
+        yield sandbox
+
+
+NEW_LAYERS = ("ipc_namespace", "private_root", "socket_families")
+
+
+def test_the_new_layers_are_reported_and_can_be_required() -> None:
+    found = available_layers()
+    assert all(found[name].detail for name in NEW_LAYERS)
+    Sandbox([e.reads], require=[name for name in NEW_LAYERS if found[name].in_force]).close()
+
+
+def needs(*names: str) -> None:
+    found = available_layers()
+    missing = [f"{name}: {found[name].detail}" for name in names if not found[name].in_force]
+    if missing:
+        pytest.skip(f"not in force here: {'; '.join(missing)}")
+
+
+@pytest.fixture
+def world() -> Iterator[Path]:
+    """A directory any user may enter, in the host's /tmp."""
+    path = Path(tempfile.mkdtemp(prefix="turnstile-host-"))
+    path.chmod(0o755)
+    yield path
+    for child in path.iterdir():
+        child.unlink()
+    path.rmdir()
+
+
+def test_a_host_sysv_segment_cannot_be_read_or_overwritten(box: Sandbox) -> None:
+    needs("ipc_namespace")
+    key = 0x7A000000 | (os.getpid() & 0xFFFF)
+    shm = e.shm_create(key, b"host secret")
+    try:
+        assert e.shm_read(key) == "host secret"  # in-process, the tool would find it
+        assert box.run("overwrites_shared_memory", {"key": key}) == ("ENOENT", False)
+        assert e.shm_read(key) == "host secret"
+    finally:
+        e.shm_remove(shm)
+    assert h.leftovers() == []
+
+
+def test_a_host_posix_queue_cannot_be_read(box: Sandbox) -> None:
+    needs("ipc_namespace")
+    name = f"/turnstile-host-{uuid.uuid4().hex}"
+    assert e.mq_send(name, "host message", create=True) == "ok"
+    try:
+        assert box.run("takes_message", {"name": name}) == ("ENOENT", False)
+        assert e.mq_take(name) == "host message"  # still there for the host
+    finally:
+        e.libc.mq_unlink(name.encode())
+
+
+def test_a_queue_left_by_one_call_is_gone_for_the_next_and_never_on_the_host(
+    box: Sandbox,
+) -> None:
+    needs("ipc_namespace", "private_root")  # Landlock lets a call write only its own queues
+    name = f"/turnstile-left-{uuid.uuid4().hex}"
+    try:
+        assert box.run("leaves_message", {"name": name, "text": "for the next"}) == ("ok", False)
+        assert box.run("takes_message", {"name": name}) == ("ENOENT", False)
+        assert e.mq_take(name) == "ENOENT"
+    finally:
+        e.libc.mq_unlink(name.encode())
+
+
+def test_host_files_in_shared_memory_and_tmp_are_not_there(box: Sandbox, world: Path) -> None:
+    needs("private_root")
+    shm = Path("/dev/shm") / f"turnstile-host-{uuid.uuid4().hex}"
+    canary = world / "canary"
+    for path in (shm, canary):
+        path.write_text("host secret")
+        path.chmod(0o666)
+    try:
+        paths = [str(shm), str(canary)]
+        assert set(json.loads(e.reads.invoke({"paths": paths}).content).values()) == {"host secret"}
+        found = json.loads(box.run("reads", {"paths": paths}).content)
+        assert found == dict.fromkeys(paths, "FileNotFoundError")
+    finally:
+        shm.unlink()
+
+
+_PROJECT = """
+import json, os, sys
+sys.path.insert(1, sys.argv[1])
+from tests.executors import escape_tools as e
+from turnstile.executors.sandbox import Sandbox
+paths = sys.argv[2:]
+control = e.reads.invoke({"paths": paths})
+with Sandbox([e.reads, "agent:lists"]) as box:
+    boxed = box.run("reads", {"paths": paths})
+    seen = box.run("lists", {"path": os.getcwd()})
+print(json.dumps([json.loads(control.content), boxed.content, boxed.is_error, seen.content]))
+"""
+_AGENT = '''
+import os
+
+def lists(path: str) -> list[str]:
+    """What the call sees in `path`."""
+    return sorted(os.listdir(path))
+'''
+
+
+def test_a_project_dir_on_sys_path_and_home_show_only_the_tools_modules(
+    tmp_path: Path, world: Path
+) -> None:
+    needs("private_root")
+    project = tmp_path / "app"  # below a directory others may not enter, like /root/app
+    project.mkdir()
+    (project / "agent.py").write_text(_AGENT)  # a tool's module of the project's own
+    for where in (project / ".env", world / ".netrc", ROOT / f".canary-{uuid.uuid4().hex}"):
+        where.write_text("SECRET=host")
+        where.chmod(0o644)
+    paths = [str(project / ".env"), str(world / ".netrc"), str(ROOT / "pyproject.toml")]
+    canary = next(ROOT.glob(".canary-*"))
+    try:
+        host = subprocess.run(
+            [sys.executable, "-c", _PROJECT, str(ROOT), *paths, str(canary)],
+            env={**os.environ, "HOME": str(world)},
+            cwd=project,  # on sys.path as ''
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        canary.unlink()
+    control, boxed, is_error, seen = json.loads(host.stdout)
+    assert control[str(project / ".env")] == "SECRET=host"
+    assert not is_error and set(json.loads(boxed).values()) == {"FileNotFoundError"}
+    assert json.loads(seen) == ["agent.py"]  # of the project dir, only the tool's module
+
+
+def test_host_files_cannot_be_touched_locked_or_tagged(box: Sandbox, world: Path) -> None:
+    needs("private_root")
+    target, lock = world / "shared", world / "host.lock"
+    target.write_text("host data")
+    target.chmod(0o666)
+    lock.write_text("")
+    lock.chmod(0o644)
+    before = target.stat().st_mtime_ns
+    assert e.touches.invoke({"path": str(target), "lock": str(lock)}).content.count("ok") == 3
+    os.utime(target, ns=(before, before))
+    os.removexattr(target, "user.turnstile")
+    outcome = box.run("touches", {"path": str(target), "lock": str(lock)})
+    assert set(json.loads(outcome.content).values()) == {"FileNotFoundError"}
+    assert target.stat().st_mtime_ns == before and os.listxattr(target) == []
+
+
+def test_a_unix_socket_on_the_host_is_unreachable(box: Sandbox, world: Path) -> None:
+    needs("private_root")
+    path = str(world / "listener.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        os.chmod(path, 0o666)
+        server.listen()
+        assert e.connects_unix.invoke({"path": path}).content == "connected"
+        server.accept()[0].close()
+        outcome = box.run("connects_unix", {"path": path})
+        server.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    assert outcome.is_error and "FileNotFoundError" in outcome.content
+
+
+FAMILIES = ["AF_UNIX", "AF_INET", "AF_INET6", "AF_VSOCK", "AF_NETLINK", "AF_PACKET", "AF_ALG"]
+
+
+def test_only_unix_sockets_exist_for_a_call_without_network(box: Sandbox) -> None:
+    needs("socket_families")
+    control = json.loads(e.opens_sockets.invoke({"families": FAMILIES}).content)
+    assert control["AF_UNIX"] == control["AF_NETLINK"] == "ok"
+    found = json.loads(box.run("opens_sockets", {"families": FAMILIES}).content)
+    assert found.pop("AF_UNIX") == "ok"
+    assert found.pop("AF_INET") == found.pop("AF_INET6") == "ENETUNREACH"  # "no network"
+    assert set(found.values()) == {"EAFNOSUPPORT"}, found
+
+
+def test_with_network_ip_sockets_are_added_and_no_other() -> None:
+    needs("socket_families")
+    with Sandbox([e.opens_sockets], SandboxLimits(network=True)) as sandbox:
+        found = json.loads(sandbox.run("opens_sockets", {"families": FAMILIES}).content)
+    assert [found.pop(name) for name in ("AF_UNIX", "AF_INET", "AF_INET6")] == ["ok"] * 3
+    assert set(found.values()) == {"EAFNOSUPPORT"}, found

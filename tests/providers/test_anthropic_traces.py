@@ -1,0 +1,123 @@
+"""Issue 15's Anthropic traces replayed through the real SDK client: the chart conversation's
+images and document round-trip, a wrong answer is corrected, a paused turn goes on."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+from turnstile.core import (
+    AssistantMessage,
+    Document,
+    Image,
+    Opaque,
+    StopReason,
+    Text,
+    ToolResults,
+    UserMessage,
+)
+from turnstile.executors.testing import replay
+from turnstile.providers.anthropic_messages import decode
+from turnstile.providers.replay import load_trace
+
+from tests.providers.anthropic_types import Weather
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "anthropic"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+def bodies(name: str) -> list[dict[str, Any]]:
+    return [e.request.body for e in load_trace(FIXTURES / name).exchanges]  # type: ignore[misc]
+
+
+def unmarked(value: Any) -> Any:
+    """`value` without its breakpoints: what a block says, wherever the cache mark is."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
+def test_the_chart_conversation_round_trips(snapshot: Any) -> None:
+    run = replay(FIXTURES / "chart.json")  # each request equal to the recorded one, or it fails
+    assert (run.stop_reason, run.output) == (StopReason.completed, "Shanghai is warmer.")
+    prompt, reply, results, _ = run.messages
+    assert type(prompt) is UserMessage and isinstance(prompt.content, list)
+    _, image, document = prompt.content
+    assert image == Image(media_type="image/png", data=PNG)
+    assert type(document) is Document and document.name == "report.pdf"
+    assert type(results) is ToolResults
+    assert results.results[0].content == [
+        Text("chart of Shanghai"),
+        Image(url="https://example.com/Shanghai.png"),
+    ]
+    first, second = bodies("chart.json")
+    assert unmarked(second["messages"][0]) == unmarked(first["messages"][0])  # the prompt, again
+    recorded = decode(load_trace(FIXTURES / "chart.json").exchanges[0].response.body)
+    assert reply == AssistantMessage(recorded.content)
+    assert second["messages"][1]["content"] == unmarked(
+        load_trace(FIXTURES / "chart.json").exchanges[0].response.body["content"]  # type: ignore[index]
+    )
+    assert unmarked(second["messages"][2]["content"][0]["content"]) == [
+        {"type": "text", "text": "chart of Shanghai"},
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/Shanghai.png"}},
+    ]
+    assert run.transcript() == snapshot
+
+
+def test_a_wrong_answer_is_read_back_and_corrected(snapshot: Any) -> None:
+    run = replay(FIXTURES / "final_answer.json")
+    assert run.finish is not None and run.stop_reason is StopReason.finish_tool
+    assert run.finish.output == Weather("Shanghai", 29)
+    assert isinstance(run.finish.output, Weather)
+    _, second = bodies("final_answer.json")
+    assert second["tool_choice"] == {"type": "any"}
+    assert unmarked(second["messages"][-1]["content"]) == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_01Fa2Nw6Xc9Rk3Tb7Ym5Qd8J",
+            "content": "the answer does not fit its schema: Expected `int`, got `str` - at "
+            "`$.temp_c`. Correct it and answer again.",
+            "is_error": True,
+        }
+    ]
+    assert run.transcript() == snapshot
+
+
+def test_native_output_is_the_typed_answer() -> None:
+    run = replay(FIXTURES / "native_output.json")
+    assert run.finish is not None and run.finish.output == Weather("Shanghai", 29)
+    (body,) = bodies("native_output.json")
+    assert body["output_config"]["format"]["type"] == "json_schema"
+
+
+def test_a_paused_turn_goes_on_with_the_server_blocks_sent_back() -> None:
+    run = replay(FIXTURES / "web_search.stream.json", executor="trio")
+    assert run.stop_reason is StopReason.completed and run.turns == 2
+    paused = run.messages[1]
+    assert type(paused) is AssistantMessage
+    kinds = [p.data["type"] if type(p) is Opaque else type(p).__name__ for p in paused.content]
+    assert kinds == ["Text", "server_tool_use", "web_search_tool_result"]
+    _, second = bodies("web_search.stream.json")
+    assert second["messages"][-1]["role"] == "assistant"
+    assert unmarked(second["messages"][-1]["content"][1:]) == [
+        p.data for p in paused.content if type(p) is Opaque
+    ]
+    answer = run.messages[2]
+    assert type(answer) is AssistantMessage
+    (cited,) = answer.content
+    assert type(cited) is Text and len(cited.provider_data["citations"]) == 2
+
+
+def test_a_prefill_is_continued() -> None:
+    run = replay(FIXTURES / "prefill.json")
+    assert run.output == 'Shanghai"}'
+    (body,) = bodies("prefill.json")
+    assert unmarked(body["messages"][-1]) == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": '{"warmer": "'}],
+    }
