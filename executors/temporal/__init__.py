@@ -12,14 +12,9 @@ nothing: another takes its runs over, and a call that is not replay-safe is neve
 try:
     import temporalio  # noqa: F401
 except ModuleNotFoundError as error:
-    if (error.name or "").partition(".")[0] != "temporalio":
-        raise
-    from turnstile.providers._optional import MissingExtra
+    from turnstile.providers._optional import missing_extra
 
-    raise MissingExtra(
-        "turnstile.executors.temporal needs the temporalio package: "
-        "pip install 'turnstile[temporal]'"
-    ) from None
+    raise missing_extra(error, "temporal", needed_by="turnstile.executors.temporal") from None
 
 from ._client import LoopHandle as LoopHandle
 from ._client import run as run

@@ -9,7 +9,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from turnstile.core import AwaitApproval, Finish, Loop, LoopSpec, Message
-from turnstile.executors._run import Run, _check_prompt
+from turnstile.executors._run import Run, check_prompt
 
 from ._wire import DEFAULT_OPTIONS, TASK_QUEUE, WORKFLOW, Input, Options, encode, shippable
 
@@ -69,7 +69,7 @@ async def start(
     Raises `ValueError` for a spec JSON cannot carry (code in it) and for a prompt the loop
     cannot start from.
     """
-    _check_prompt(prompt, loop)
+    check_prompt(prompt, loop)
     given = Input(
         spec=shippable(spec),
         model=model,
