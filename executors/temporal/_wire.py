@@ -20,7 +20,10 @@ __all__ = [
     "decode_run_tool",
     "encode",
     "shippable",
+    "typed",
 ]
+
+import importlib
 
 import msgspec
 from turnstile.core import (
@@ -76,30 +79,46 @@ class Input(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     options: Options = DEFAULT_OPTIONS
 
 
-def _as_list(value: object) -> object:
-    """A request's messages are a `History` view of the loop's ledger: sent as the list."""
+def _plain(value: object) -> object:
+    """A request's messages are a `History` view of the loop's ledger: sent as the list. A
+    spec's `output` type is sent as the name it is imported by, `module:qualname`."""
     if isinstance(value, History):
         return list(value)
+    if isinstance(value, type):
+        return f"{value.__module__}:{value.__qualname__}"
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
-encode = msgspec.json.Encoder(enc_hook=_as_list).encode
+encode = msgspec.json.Encoder(enc_hook=_plain).encode
 decode_input = msgspec.json.Decoder(Input).decode
 decode_call_model = msgspec.json.Decoder(CallModel).decode
 decode_run_tool = msgspec.json.Decoder(RunTool).decode
 decode_outcome = msgspec.json.Decoder(ModelReplied | ModelFailed | ToolReturned).decode
 
 
+def typed(spec: LoopSpec) -> LoopSpec:
+    """`spec` as it came over JSON, its `output` type imported again by its name."""
+    if not isinstance(spec.output, str):
+        return spec
+    module, _, name = spec.output.partition(":")
+    output: object = importlib.import_module(module)
+    for attribute in name.split("."):
+        output = getattr(output, attribute)
+    return msgspec.structs.replace(spec, output=output)
+
+
 def shippable(spec: LoopSpec) -> LoopSpec:
-    """`spec` if JSON carries it whole to a workflow; else a `ValueError` saying why (a typed
-    `output` or a predicate in `stop_when` is code, which only the worker could hold)."""
+    """`spec` if JSON carries it whole to a workflow; else a `ValueError` saying why. A typed
+    `output` goes by its import name (the worker imports it), so it must be a class a module
+    defines at its top level; a predicate in `stop_when` is code that cannot go at all."""
     try:
-        decoded = msgspec.json.decode(encode(spec), type=LoopSpec)
-    except (TypeError, ValueError) as e:
+        decoded = typed(msgspec.json.decode(encode(spec), type=LoopSpec))
+    except (TypeError, ValueError, ImportError, AttributeError) as e:
         raise ValueError(f"the spec cannot be sent to a workflow as JSON: {e}") from None
     if decoded != spec:
         raise ValueError(
-            "the spec cannot be sent to a workflow as JSON: it holds code (a typed output or a "
-            "stop_when predicate) that would not come back the same"
+            "the spec cannot be sent to a workflow as JSON: it holds code (a stop_when "
+            "predicate, an output type not importable by its name) that would not come back "
+            "the same"
         )
     return spec

@@ -27,6 +27,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     import msgspec
     from turnstile.core import (
+        INTERRUPTED,
         Approved,
         AwaitApproval,
         CallModel,
@@ -44,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
         ToolStarted,
         TurnstileError,
     )
-    from turnstile.core._round import INTERRUPTED
 
     from ._wire import (
         MODEL_ACTIVITY,
@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         decode_input,
         decode_outcome,
         encode,
+        typed,
     )
 
 Key = tuple[str, str]  # ("model" | "tool" | "approval" | "tick", id)
@@ -80,7 +81,10 @@ class LoopWorkflow:
         start = decode_input(given)
         self._options = start.options
         self._model = start.model
-        loop = self._loop = Loop.load(start.spec, dump) if dump else Loop(start.spec)
+        # a typed output's class, imported by its name outside the sandbox: the worker's own
+        with workflow.unsafe.imports_passed_through():
+            spec = typed(start.spec)
+        loop = self._loop = Loop.load(spec, dump) if dump else Loop(spec)
         self._tools = {t.name: t for t in loop.spec.tools}
         if not dump:  # a new run's time starts at 0, as a replay's does
             self._offset = -workflow.time()
