@@ -17,9 +17,12 @@ from typing import Any
 
 import msgspec
 import pytest
+
+pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnstile[temporal]'")
 from temporalio.client import WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.workflow import NondeterminismError
 from turnstile.core import (
+    INTERRUPTED,
     AssistantMessage,
     Guards,
     Loop,
@@ -33,11 +36,10 @@ from turnstile.core import (
     ToolResults,
     tool,
 )
-from turnstile.core._round import INTERRUPTED
 from turnstile.executors import Run, ScriptedModel, sync
 from turnstile.executors.testing import assert_history_valid
 
-from tests.executors import temporal_agent as agent
+from examples.temporal import agent
 from tests.executors.temporal_kit import HISTORIES, Env, env, keep, temporal
 from tests.executors.temporal_kit import replay as replay_history
 from tests.executors.test_conformance import event_log
@@ -66,7 +68,7 @@ class Workers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(self) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "tests.executors.temporal_agent", "worker", self.env.address]
+        argv = [sys.executable, "-m", "examples.temporal.agent", "worker", self.env.address]
         proc = subprocess.Popen([*argv, self.queue, str(self.log)], cwd=ROOT)
         self.procs.append(proc)
         return proc
@@ -338,13 +340,24 @@ def test_a_cancelled_workflow_finishes_cancelled(env: Env, inproc: InProcess) ->
     assert_history_valid(run)
 
 
-def test_a_spec_holding_code_is_refused_before_anything_starts() -> None:
-    class Answer(msgspec.Struct):
-        text: str
+class Answer(msgspec.Struct):
+    text: str
+
+
+def test_a_typed_output_goes_by_its_import_name_and_code_is_refused() -> None:
+    from turnstile.executors.temporal._wire import decode_input, encode, shippable, typed
 
     spec = LoopSpec(output=Answer)
-    with pytest.raises(ValueError, match="cannot be sent to a workflow as JSON"):
-        asyncio.run(temporal.start(None, spec, "hi", model="m", id="never"))  # type: ignore[arg-type]
+    sent = encode(shippable(spec))
+    assert msgspec.json.decode(sent)["output"] == f"{__name__}:Answer"
+    assert typed(decode_input(encode({"spec": spec, "model": "m"})).spec).output is Answer
+
+    class Local(msgspec.Struct):
+        text: str
+
+    for holding_code in (LoopSpec(output=Local), LoopSpec(stop_when=(lambda state: True,))):
+        with pytest.raises(ValueError, match="cannot be sent to a workflow as JSON"):
+            asyncio.run(temporal.start(None, holding_code, "hi", model="m", id="never"))  # type: ignore[arg-type]
 
 
 def test_without_temporalio_the_import_says_which_extra_to_install() -> None:

@@ -8,6 +8,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnstile[temporal]'")
 from temporalio.client import WorkflowHistory
 from turnstile.executors import Run, ToolRunner
 from turnstile.executors.sandbox import Sandbox, SandboxLimits

@@ -1,12 +1,14 @@
-"""The agent of the kill -9 tests and the README's recipe, on Temporal:
+"""A run that outlives its worker, on Temporal (a server at ADDRESS; see the README's "Runs on
+Temporal"):
 
-    python -m tests.executors.temporal_agent worker ADDRESS QUEUE LOG   # serve QUEUE until killed
-    python -m tests.executors.temporal_agent run ADDRESS QUEUE ID       # start run ID, print it
+    python -m examples.temporal.agent worker ADDRESS QUEUE LOG   # serve QUEUE until killed
+    python -m examples.temporal.agent run ADDRESS QUEUE ID       # start run ID, wait, print it
 
-The run it serves is examples/durable's: three turns of two payments each, a balance, an answer.
-Every model call and tool call writes a line to LOG as it begins (`model N`, `start CALL_ID`,
-`balance CALL_ID`) and a payment another as it ends (`paid CALL_ID`), each after `SLOW_S`, so
-a kill can land inside any of them and the log shows what ran how often.
+The run is examples/durable's: three turns of two payments each, a balance, an answer, from a
+scripted model (no key needed). Every model call and tool call writes a line to LOG as it
+begins (`model N`, `start CALL_ID`, `balance CALL_ID`) and a payment another as it ends (`paid
+CALL_ID`), each after `SLOW_S`, so a kill can land inside any of them and the log shows what
+ran how often. The kill -9 tests (tests/executors/test_temporal.py) run it too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from turnstile.core import (
     Text,
     ToolCall,
     ToolContext,
+    ToolResults,
     tool,
 )
 from turnstile.executors import ScriptedModel, temporal
@@ -104,7 +107,12 @@ async def start_and_wait(address: str, queue: str, run_id: str) -> None:
     handle = await temporal.start(
         client, SPEC, PROMPT, model="scripted", id=run_id, task_queue=queue, options=FAST
     )
-    print(await handle.result())
+    run = await handle.result()
+    print(run.stop_reason.value, run.output)
+    for message in run.messages:
+        if type(message) is ToolResults:
+            for result in message.results:
+                print(f"{result.call_id}: {result.content}")
 
 
 if __name__ == "__main__":
