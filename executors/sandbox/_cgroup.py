@@ -197,9 +197,13 @@ class Cgroup:
         _write(os.path.join(pids, "pids.max"), str(limits.processes + 1))  # and its init
 
     def join(self) -> None:
-        """Move this process (the call's init, before it forks) into the cgroup."""
+        """Move this process (the call's init, before it forks) into the cgroup. On v1, a
+        process of one thread moves its thread (`tasks`): moving a whole process takes a lock
+        every fork on the machine takes, and waits an RCU grace period for it (~15 ms here, a
+        tree not ready for a call coming soon after the last)."""
+        single = self.version == 1 and len(os.listdir("/proc/self/task")) == 1
         for d in self.dirs:
-            _write(os.path.join(d, "cgroup.procs"), "0")
+            _write(os.path.join(d, "tasks" if single else "cgroup.procs"), "0")
 
     def _cpu_s(self) -> float:
         text = os.pread(self._usage, 4096, 0).decode()

@@ -207,3 +207,29 @@ def test_the_empty_cgroups_of_dead_launchers_are_swept() -> None:
         for d in dead + alive:
             if os.path.exists(d):
                 os.rmdir(d)
+
+
+def test_joining_a_call_s_cgroup_moves_the_whole_process_in_every_hierarchy() -> None:
+    """init joins by moving its one thread (v1's `tasks`: no global lock, no RCU grace period
+    of ~15 ms); the process is then in the call's cgroup of each hierarchy."""
+    needs("cgroup")
+    from turnstile.executors.sandbox import _cgroup
+
+    made = _cgroup.Cgroup(_cgroup.hierarchy(), SandboxLimits())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            made.join()
+            with open("/proc/self/cgroup") as f:
+                os.write(write, f.read().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        listed = f.read()
+    made.remove()
+    name = os.path.basename(made.dirs[0])
+    joined = [line for line in listed.splitlines() if line.endswith("/" + name)]
+    assert len(joined) == len(made.dirs), listed
