@@ -454,3 +454,34 @@ def test_a_launcher_skips_site_only_when_the_host_imports_without_other_finders(
     monkeypatch.setattr(_host, "_site_hooks", lambda: False)
     content, _ = run(Sandbox([h.how_turnstile_was_loaded]), "how_turnstile_was_loaded")
     assert msgspec.json.decode(content)["site"] == "False"
+
+
+def test_the_dirs_of_a_killed_host_s_sandboxes_are_removed_by_the_next_one() -> None:
+    """A host killed with -9 leaves its sandboxes' dirs (a home, a call's work dir); the next
+    process to make one removes those of processes no longer running, and no one else's."""
+    import subprocess
+
+    from turnstile.executors.sandbox import _workdir
+
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from turnstile.executors.sandbox import _workdir\n"
+            "import os\nd = _workdir.home()\nopen(os.path.join(d, 'left'), 'w').close()\n"
+            "print(d)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()  # the process exits without removing it, as a killed one would
+    assert os.path.isdir(made)
+    mine = _workdir.home()
+    try:
+        assert not os.path.exists(made)
+        again = _workdir.home()
+        assert os.path.isdir(mine)  # a running process's dir stays
+        _workdir.remove(again)
+    finally:
+        _workdir.remove(mine)
+        _workdir.remove(made)
