@@ -47,6 +47,7 @@ from turnstile.core import (
     UserMessage,
 )
 
+from ._logs import logged
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._transcript import transcript
 
@@ -248,6 +249,7 @@ class Recorder:
         if self._journal is not None:
             for event in new:
                 self._journal.append(event)
+        logged(self.loop, new)
         if self._on_event is not None:
             for event in new:
                 self._on_event(event)

@@ -1,0 +1,67 @@
+"""Plain `logging` of a run, under the logger `turnstile.run`: its start, a model call that
+failed (and whether it is retried), a tool call that ended in an error result, its finish.
+
+Names, ids, counts, times and reasons: never what the model or a tool said, nor a prompt. The
+traceback of a tool that raised is logged where it is caught, under `turnstile.tools`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["logged"]
+
+import logging
+from collections.abc import Sequence
+
+from turnstile.core import (
+    AssistantMessage,
+    Event,
+    Loop,
+    ModelFailed,
+    Resumed,
+    Started,
+    ToolCall,
+    ToolReturned,
+)
+
+log = logging.getLogger("turnstile.run")
+
+
+def _tool_name(loop: Loop, call_id: str) -> str:
+    for message in reversed(loop.state.messages):
+        if type(message) is AssistantMessage:
+            for part in message.content:
+                if type(part) is ToolCall and part.id == call_id:
+                    return part.name
+            break
+    return "?"
+
+
+def logged(loop: Loop, events: Sequence[Event]) -> None:
+    """Log what `events`, just recorded by `loop`, say of the run."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    st = loop.state
+    for event in events:
+        match event:
+            case Started(messages=messages, tools=tools):
+                shown = f", {len(tools)} tools of its own" if tools else ""
+                log.info("run started from %d messages%s", len(messages), shown)
+            case Resumed():
+                log.info("run resumed in phase %s", st.phase)
+            case ModelFailed(command_id=command_id, kind=kind, message=message):
+                if st.pending_model is not None:
+                    log.warning(
+                        "model call %s failed (%s: %s); retry %d as %s, not before %s",
+                        *(command_id, kind or "error", message, st.retries, st.pending_model),
+                        st.retry_at,
+                    )
+                else:
+                    log.warning("model call %s failed (%s: %s)", command_id, kind, message)
+            case ToolReturned(call_id=call_id, is_error=True):
+                log.info("tool call %s (%s) ended in an error result", call_id,
+                         _tool_name(loop, call_id))  # fmt: skip
+    if events and st.phase == "done":
+        log.info(
+            "run finished: %s after %d turns, %d input and %d output tokens",
+            *(st.stop_reason.value, st.turns, st.usage.input_tokens, st.usage.output_tokens),
+        )
