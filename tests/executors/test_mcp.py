@@ -1,16 +1,22 @@
-"""MCP servers' tools as a run's tools: in-process and over stdio, through the sync and trio
-executors; errors and structured content as the model reads them; a replay with the server
-gone decides the same, because the run recorded the tool list."""
+"""MCP servers' tools as a run's tools: in process, over stdio and over streamable HTTP (to an
+ASGI app, no socket), through the sync and trio executors; errors and structured content as
+the model reads them; a replay with the server gone decides the same, because the run recorded
+the tool list."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import httpx2
 import msgspec
 import pytest
 import trio
 from mcp import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from turnstile.core import (
     Loop,
     LoopSpec,
@@ -89,6 +95,24 @@ def test_a_sync_run_over_stdio() -> None:
     )
     with MCPTools(stdio) as tools:
         run = sync.run(SPEC, PROMPT, model=ScriptedModel(replies()), tools=tools)
+    assert results(run.messages) == EXPECTED
+
+
+@contextlib.asynccontextmanager
+async def over_http() -> AsyncIterator[Any]:
+    """Streamable HTTP to the server's own ASGI app, in process: HTTP without a socket."""
+    app = server.streamable_http_app()
+    async with server.session_manager.run():
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app))
+        async with streamable_http_client("http://localhost:8000/mcp", http_client=http) as s:
+            yield s
+
+
+def test_a_trio_run_over_streamable_http() -> None:
+    with MCPTools(over_http()) as tools:
+        run = trio.run(
+            lambda: trio_executor.run(SPEC, PROMPT, model=ScriptedModel(replies()), tools=tools)
+        )
     assert results(run.messages) == EXPECTED
 
 
