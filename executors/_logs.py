@@ -42,26 +42,34 @@ def logged(loop: Loop, events: Sequence[Event]) -> None:
         return
     st = loop.state
     for event in events:
-        match event:
-            case Started(messages=messages, tools=tools):
-                shown = f", {len(tools)} tools of its own" if tools else ""
-                log.info("run started from %d messages%s", len(messages), shown)
+        match event:  # the most frequent first
+            case ToolReturned(call_id=call_id, is_error=True):
+                name = _tool_name(loop, call_id)
+                log.info("tool call %s (%s) ended in an error result", call_id, name)
+            case ModelFailed():
+                _failed(st.pending_model, st.retries, st.retry_at, event)
+            case Started(messages=messages, tools=given):
+                log.info(
+                    "run started: %d new messages, %s",
+                    len(messages),
+                    f"{len(given)} tools given" if given else "the spec's tools",
+                )
             case Resumed():
                 log.info("run resumed in phase %s", st.phase)
-            case ModelFailed(command_id=command_id, kind=kind, message=message):
-                if st.pending_model is not None:
-                    log.warning(
-                        "model call %s failed (%s: %s); retry %d as %s, not before %s",
-                        *(command_id, kind or "error", message, st.retries, st.pending_model),
-                        st.retry_at,
-                    )
-                else:
-                    log.warning("model call %s failed (%s: %s)", command_id, kind, message)
-            case ToolReturned(call_id=call_id, is_error=True):
-                log.info("tool call %s (%s) ended in an error result", call_id,
-                         _tool_name(loop, call_id))  # fmt: skip
     if events and st.phase == "done":
         log.info(
             "run finished: %s after %d turns, %d input and %d output tokens",
             *(st.stop_reason.value, st.turns, st.usage.input_tokens, st.usage.output_tokens),
         )
+
+
+def _failed(retry: str | None, retries: int, at: float | None, event: ModelFailed) -> None:
+    what = f"{event.kind or 'error'}: {event.message}"
+    if retry is None:
+        log.warning("model call %s failed (%s)", event.command_id, what)
+        return
+    wait = max((at if at is not None else event.now) - event.now, 0.0)
+    log.warning(
+        "model call %s failed (%s); retry %d as %s in %.3g s",
+        *(event.command_id, what, retries, retry, wait),
+    )

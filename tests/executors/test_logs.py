@@ -48,8 +48,10 @@ def test_a_run_logs_its_start_retries_tool_errors_and_finish(
         ("turnstile.run", "INFO"),
     ]
     messages = [m for _, _, m in records]
-    assert messages[0] == "run started from 1 messages, 1 tools of its own"
-    assert messages[1].startswith("model call model-1 failed (overloaded: overloaded); retry 1")
+    assert messages[0] == "run started: 1 new messages, 1 tools given"
+    assert messages[1].startswith(
+        "model call model-1 failed (overloaded: overloaded); retry 1 as model-2 in "
+    )
     assert messages[2] == "tool lookup raised KeyError"
     assert messages[3] == "tool call c1 (lookup) ended in an error result"
     assert messages[4] == "run finished: completed after 2 turns, 0 input and 0 output tokens"
