@@ -29,7 +29,7 @@ from turnstile.core import (
     ToolResults,
     Usage,
 )
-from turnstile.executors import Journal, ScriptedModel, sync
+from turnstile.executors import Journal, ScriptedModel, cli, sync
 from turnstile.executors import trio as trio_executor
 from turnstile.executors.mcp import MCPTools
 
@@ -123,7 +123,9 @@ def test_a_call_after_the_session_closed_is_an_error_result() -> None:
     assert is_error and "not connected" in str(content)
 
 
-def test_a_recorded_run_replays_with_the_server_gone(tmp_path: Path) -> None:
+def test_a_recorded_run_replays_with_the_server_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "run.journal"
     with MCPTools(server) as tools:
         run = sync.run(SPEC, PROMPT, model=ScriptedModel(replies()), tools=tools, journal=path)
@@ -138,6 +140,11 @@ def test_a_recorded_run_replays_with_the_server_gone(tmp_path: Path) -> None:
     stripped = [msgspec.structs.replace(events[0], tools=()), *events[1:]]
     with pytest.raises(ProtocolError, match="ToolStarted"):
         Loop.replay(SPEC, stripped)
+    # the command line shows and validates it with no --spec
+    capsys.readouterr()
+    assert cli.main(["show", str(path)]) == 0
+    assert "get_weather" in capsys.readouterr().out
+    assert cli.main(["validate", str(path)]) == 0
 
 
 def test_a_resumed_run_goes_on_with_the_tools_it_recorded(tmp_path: Path) -> None:
