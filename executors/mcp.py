@@ -1,8 +1,8 @@
-"""The tools of an MCP server as a run's tools: `MCPTools` is a `ToolRunner` for any executor.
+"""The tools of MCP servers as a run's tools: `MCPTools` is a `ToolRunner` for any executor.
 
 The official `mcp` client is async (anyio); `MCPTools` keeps its session in an event loop of
 its own, in a thread, so the sync executor calls it as a plain function and the trio executor
-from its worker threads, alike. The server's tool list is read once, when it opens: a run given
+from its worker threads, alike. The servers' tool lists are read once, when it opens: a run given
 it records it (its `Started` event holds the tools), so a replay decides the same with the
 server gone.
 """
@@ -78,35 +78,49 @@ def outcome(result: mcp.types.CallToolResult) -> ToolOutcome:
 
 
 class MCPTools:
-    """The tools of one MCP server, for an executor's `tools=`.
+    """The tools of MCP servers, for an executor's `tools=`.
 
-    `server` is what `mcp.Client` connects to: an in-process server (`MCPServer`), a URL
-    (streamable HTTP), or `mcp.StdioServerParameters` (a subprocess spoken to over stdio).
-    `with MCPTools(server) as tools:` connects and lists the tools (`specs`); leaving closes
-    the session (and ends a stdio server). A call the server fails, or that cannot reach it,
-    comes back as an error result the model reads, never as an exception. `client_options`
-    go to `mcp.Client` (`read_timeout_seconds`, callbacks...).
+    Each server is what `mcp.Client` connects to: an in-process server (`MCPServer`), a URL
+    (streamable HTTP), `mcp.StdioServerParameters` (a subprocess spoken to over stdio), or a
+    transport. `with MCPTools(server, ...) as tools:` connects and lists their tools (`specs`;
+    two servers offering one name is a `ValueError`); leaving closes the sessions (and ends a
+    stdio server). A call the server fails, or that cannot reach it, comes back as an error
+    result the model reads, never as an exception. `client_options` go to each `mcp.Client`
+    (`read_timeout_seconds`, callbacks...).
     """
 
-    def __init__(self, server: Any, **client_options: Any) -> None:
-        self._server = server
+    def __init__(self, *servers: Any, **client_options: Any) -> None:
+        if not servers:
+            raise TypeError("MCPTools needs at least one server")
+        self._servers = servers
         self._options = client_options
         self._portal: BlockingPortal | None = None
-        self._client: Client | None = None
+        self._clients: dict[str, Client] = {}  # by the name of each tool it serves
         self._exit = contextlib.ExitStack()
         self.specs: tuple[ToolSpec, ...] = ()
 
     def __repr__(self) -> str:
-        return f"MCPTools({self._server!r}, tools={[s.name for s in self.specs]})"
+        servers = ", ".join(map(repr, self._servers))
+        return f"MCPTools({servers}, tools={[s.name for s in self.specs]})"
 
     def __enter__(self) -> MCPTools:
-        with contextlib.ExitStack() as opening:
+        clients: dict[str, Client] = {}
+        specs: list[ToolSpec] = []
+        clash: str | None = None
+        with contextlib.ExitStack() as opening:  # closed again unless every server answers
             portal = opening.enter_context(start_blocking_portal())
-            client = mcp.Client(self._server, **self._options)
-            self._client = opening.enter_context(portal.wrap_async_context_manager(client))
-            self._portal = portal
-            self.specs = tuple(tool_spec(t) for t in portal.call(self._list))
-            self._exit = opening.pop_all()
+            for server in self._servers:
+                client = mcp.Client(server, **self._options)
+                client = opening.enter_context(portal.wrap_async_context_manager(client))
+                for listed in portal.call(_listed, client):
+                    clash = clash or (listed.name if listed.name in clients else None)
+                    clients[listed.name] = client
+                    specs.append(tool_spec(listed))
+            if clash is None:
+                self._portal, self._clients, self.specs = portal, clients, tuple(specs)
+                self._exit = opening.pop_all()
+        if clash is not None:
+            raise ValueError(f"two MCP servers offer a tool named {clash!r}")
         return self
 
     def __exit__(
@@ -115,31 +129,18 @@ class MCPTools:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._portal = self._client = None
+        self._portal, self._clients = None, {}
         self._exit.close()
 
-    async def _list(self) -> list[mcp.types.Tool]:
-        assert self._client is not None
-        tools: list[mcp.types.Tool] = []
-        cursor: str | None = None
-        while True:
-            page = await self._client.list_tools(cursor=cursor)
-            tools += page.tools
-            cursor = page.next_cursor
-            if cursor is None:
-                return tools
-
-    async def _call(self, name: str, arguments: dict[str, Any]) -> mcp.types.CallToolResult:
-        assert self._client is not None
-        return await self._client.call_tool(name, arguments)
-
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        """Call the tool `name` on the server; from any thread but the session's own."""
-        portal = self._portal
+        """Call the tool `name` on its server; from any thread but the sessions' own."""
+        portal, client = self._portal, self._clients.get(name)
         if portal is None:
             return ToolOutcome(f"{name}: the MCP server is not connected (open MCPTools)", True)
+        if client is None:
+            return ToolOutcome(f"no MCP server here offers a tool named {name!r}", True)
         try:
-            result = portal.call(self._call, name, arguments)
+            result = portal.call(client.call_tool, name, arguments)
         except Exception as e:
             _log.warning("MCP tool %s failed: %s", name, type(e).__name__, exc_info=e)
             detail = str(e)
@@ -147,3 +148,15 @@ class MCPTools:
                 f"{name} failed: {type(e).__name__}" + (f": {detail}" if detail else ""), True
             )
         return outcome(result)
+
+
+async def _listed(client: Client) -> list[mcp.types.Tool]:
+    """Every tool the server lists, page after page."""
+    tools: list[mcp.types.Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools

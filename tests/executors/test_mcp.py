@@ -17,6 +17,7 @@ import pytest
 import trio
 from mcp import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
 from turnstile.core import (
     Loop,
     LoopSpec,
@@ -114,6 +115,26 @@ def test_a_trio_run_over_streamable_http() -> None:
             lambda: trio_executor.run(SPEC, PROMPT, model=ScriptedModel(replies()), tools=tools)
         )
     assert results(run.messages) == EXPECTED
+
+
+def test_the_tools_of_several_servers_are_one_run_s() -> None:
+    other = MCPServer("clock")
+
+    @other.tool()
+    def now() -> str:
+        """现在几点"""
+        return "12:00"
+
+    with MCPTools(server, other) as tools:
+        assert [s.name for s in tools.specs] == ["get_weather", "save_note", "now"]
+        assert tools.run("now", {}) == ('{"result":"12:00"}', False)
+        assert tools.run("get_weather", {"city": "上海"}) == ('{"温度":29,"天气":"多云"}', False)
+        assert tools.run("nothing", {}) == (
+            "no MCP server here offers a tool named 'nothing'",
+            True,
+        )
+    with pytest.raises(ValueError, match="two MCP servers offer a tool named 'get_weather'"):
+        MCPTools(server, server).__enter__()
 
 
 def test_a_call_after_the_session_closed_is_an_error_result() -> None:
