@@ -125,23 +125,30 @@ class _Spans:
             self._epoch = time.time_ns() - round(now * 1e9)
         return self._epoch + round(now * 1e9)
 
+    def _open(self, now: float, messages: list[Message] | None) -> None:
+        """The run's span, from a `Started` event (or the first event of a resumed run)."""
+        t = self._t
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": t.agent,
+            **t.model_attributes,
+        }
+        if t.capture_content and messages is not None:
+            attributes["gen_ai.input.messages"] = _messages(messages)
+        self._root = t.tracer.start_span(
+            f"invoke_agent {t.agent}", start_time=self._ns(now), attributes=attributes
+        )
+        self._context = trace.set_span_in_context(self._root)
+        self._usage = Usage()
+
     def on_event(self, event: Event) -> None:
         t = self._t
+        if type(event) is Started:
+            self.close()
+            self._open(event.now, event.messages)
+        elif self._root is None:  # a resumed run: its calls from before are not known here
+            self._open(event.now, None)
         match event:
-            case Started(messages=messages):
-                self.close()
-                attributes: dict[str, Any] = {
-                    "gen_ai.operation.name": "invoke_agent",
-                    "gen_ai.agent.name": t.agent,
-                    **t.model_attributes,
-                }
-                if t.capture_content:
-                    attributes["gen_ai.input.messages"] = _messages(messages)
-                self._root = t.tracer.start_span(
-                    f"invoke_agent {t.agent}", start_time=self._ns(event.now), attributes=attributes
-                )
-                self._context = trace.set_span_in_context(self._root)
-                self._usage = Usage()
             case ModelReplied(response=response):
                 self._usage = self._usage + response.usage
                 span = self._chat(event)

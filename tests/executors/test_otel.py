@@ -11,7 +11,17 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from turnstile.core import LoopSpec, ModelError, ModelResponse, ModelStop, Text, ToolCall, Usage
+from turnstile.core import (
+    Loop,
+    LoopSpec,
+    ModelError,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    Usage,
+    tool,
+)
 from turnstile.executors import Journal, Run, ScriptedModel, sync
 from turnstile.executors.otel import Tracing
 from turnstile.executors.testing import replay
@@ -170,3 +180,31 @@ def test_an_exception_leaving_the_block_marks_the_run_an_error(
         raise KeyError("after the run")
     [root] = [s for s in exporter.get_finished_spans() if s.parent is None]
     assert (root.attributes or {})["error.type"] == "KeyError"
+
+
+def test_a_resumed_run_has_its_span_from_its_first_event(
+    exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.journal"
+    with Journal(path) as journal:  # a run that crashed before its first model call
+        loop = Loop(LoopSpec(tools=(get_weather.spec,)))
+        loop.start("北京呢?", 0.0)
+        journal.append(loop.state.events[0])
+    reply = ModelResponse([ToolCall("c1", "get_weather", {"city": "北京"})], ModelStop.tool_use)
+    model = ScriptedModel([reply, ModelResponse([Text("26 度")], ModelStop.end_turn)])
+    with tracing(exporter).run() as on_event:
+        sync.run(loop.spec, model=model, tools=[get_weather], journal=path, on_event=on_event)
+    assert tree(exporter.get_finished_spans()).splitlines()[0] == "invoke_agent weather"
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names == [
+        "chat claude-sonnet-4-5",
+        "execute_tool get_weather",
+        "chat claude-sonnet-4-5",
+        "invoke_agent weather",
+    ]
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather of a city"""
+    return "26"
