@@ -151,19 +151,17 @@ class _Spans:
         match event:
             case ModelReplied(response=response):
                 self._usage = self._usage + response.usage
-                span = self._chat(event)
-                span.set_attributes(_usage(response.usage))
-                span.set_attribute("gen_ai.response.finish_reasons", [response.stop.value])
+                attributes: dict[str, Any] = {**_usage(response.usage)}
+                attributes["gen_ai.response.finish_reasons"] = [response.stop.value]
                 if t.capture_content:
                     reply = AssistantMessage(response.content)
-                    span.set_attribute("gen_ai.output.messages", _messages([reply]))
-                span.end(self._ns(event.now))
+                    attributes["gen_ai.output.messages"] = _messages([reply])
+                self._chat(event, attributes).end(self._ns(event.now))
                 for part in response.content:
                     if type(part) is ToolCall:
                         self._calls[part.id] = (part, event.now)
             case ModelFailed(kind=kind, message=message):
-                span = self._chat(event)
-                span.set_attribute("error.type", kind or "model_error")
+                span = self._chat(event, {"error.type": kind or "model_error"})
                 span.set_status(trace.StatusCode.ERROR, message)
                 span.end(self._ns(event.now))
             case ToolStarted(call_id=call_id) if call_id in self._calls:
@@ -173,38 +171,41 @@ class _Spans:
         if type(event) is not Tick:
             self._last = event.now
 
-    def _chat(self, event: ModelReplied | ModelFailed) -> trace.Span:
+    def _chat(self, event: ModelReplied | ModelFailed, attributes: dict[str, Any]) -> trace.Span:
+        """A model call's span, from the step that asked for it; its attributes all at once
+        (the SDK takes a lock per attribute set later)."""
         t = self._t
         model = t.model_attributes.get("gen_ai.request.model")
         return t.tracer.start_span(
             f"chat {model}" if model else "chat",
             self._context,
             start_time=self._ns(self._last),
-            attributes={"gen_ai.operation.name": "chat", **t.model_attributes},
+            attributes={"gen_ai.operation.name": "chat", **t.model_attributes, **attributes},
         )
 
     def _tool(self, event: ToolReturned, call: ToolCall, started: float) -> None:
         t = self._t
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
+        if t.capture_content:
+            result = event.content
+            attributes["gen_ai.tool.call.arguments"] = _json.encode(call.arguments).decode()
+            attributes["gen_ai.tool.call.result"] = (
+                result if isinstance(result, str) else _json.encode(result).decode()
+            )
+        if event.is_error:
+            attributes["error.type"] = "tool_error"
         span = t.tracer.start_span(
             f"execute_tool {call.name}",
             self._context,
             start_time=self._ns(started),
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": call.name,
-                "gen_ai.tool.call.id": call.id,
-                "gen_ai.tool.type": "function",
-            },
+            attributes=attributes,
         )
-        if t.capture_content:
-            span.set_attribute("gen_ai.tool.call.arguments", _json.encode(call.arguments).decode())
-            result = event.content
-            span.set_attribute(
-                "gen_ai.tool.call.result",
-                result if isinstance(result, str) else _json.encode(result).decode(),
-            )
         if event.is_error:
-            span.set_attribute("error.type", "tool_error")
             span.set_status(trace.StatusCode.ERROR)
         span.end(self._ns(event.now))
 
