@@ -84,9 +84,10 @@ class MCPTools:
     (streamable HTTP), `mcp.StdioServerParameters` (a subprocess spoken to over stdio), or a
     transport. `with MCPTools(server, ...) as tools:` connects and lists their tools (`specs`;
     two servers offering one name is a `ValueError`); leaving closes the sessions (and ends a
-    stdio server). A call the server fails, or that cannot reach it, comes back as an error
-    result the model reads, never as an exception. `client_options` go to each `mcp.Client`
-    (`read_timeout_seconds`, callbacks...).
+    stdio server); a server that cannot be reached is a `ConnectionError` (or the `OSError` of
+    a command that cannot start). A call the server fails, or that cannot reach it, comes back
+    as an error result the model reads, never as an exception. `client_options` go to each
+    `mcp.Client` (`read_timeout_seconds`, callbacks...).
     """
 
     def __init__(self, *servers: Any, **client_options: Any) -> None:
@@ -111,8 +112,12 @@ class MCPTools:
             portal = opening.enter_context(start_blocking_portal())
             for server in self._servers:
                 client = mcp.Client(server, **self._options)
-                client = opening.enter_context(portal.wrap_async_context_manager(client))
-                for listed in portal.call(_listed, client):
+                try:
+                    client = opening.enter_context(portal.wrap_async_context_manager(client))
+                    listing = portal.call(_listed, client)
+                except ExceptionGroup as group:  # the SDK's task groups: say what went wrong
+                    raise ConnectionError(f"MCP server {server!r}: {_first(group)}") from group
+                for listed in listing:
                     clash = clash or (listed.name if listed.name in clients else None)
                     clients[listed.name] = client
                     specs.append(tool_spec(listed))
@@ -148,6 +153,14 @@ class MCPTools:
                 f"{name} failed: {type(e).__name__}" + (f": {detail}" if detail else ""), True
             )
         return outcome(result)
+
+
+def _first(group: BaseExceptionGroup[Any]) -> str:
+    """The first error a task group gathered, named."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
 
 
 async def _listed(client: Client) -> list[mcp.types.Tool]:

@@ -137,6 +137,12 @@ def test_the_tools_of_several_servers_are_one_run_s() -> None:
         MCPTools(server, server).__enter__()
 
 
+def test_a_server_that_cannot_be_reached_says_so() -> None:
+    gone = StdioServerParameters(command=sys.executable, args=["-c", "pass"])  # exits at once
+    with pytest.raises(ConnectionError, match=r"MCP server .*: MCPError: Connection closed"):
+        MCPTools(gone).__enter__()
+
+
 def test_a_call_after_the_session_closed_is_an_error_result() -> None:
     with MCPTools(server) as tools:
         pass
