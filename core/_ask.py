@@ -13,7 +13,7 @@ import msgspec
 from ._commands import ModelRequest, Purpose
 from ._guards import canonical
 from ._history import History
-from ._observations import Event
+from ._observations import Event, Started
 from ._output import Output
 from ._spec import LoopSpec
 from ._state import LoopState
@@ -21,11 +21,14 @@ from ._tools import ToolSpec
 
 
 def cache_key(events: Sequence[Event]) -> str:
-    """A conversation's cache key, drawn from its first event but not its time: every run over
-    it (and every recording and replay of it, whatever the clock) sends the same, and other
-    conversations another."""
-    first = canonical.encode(msgspec.structs.replace(events[0], now=0.0)) if events else b""
-    return "turnstile-" + hashlib.blake2b(first, digest_size=12).hexdigest()
+    """A conversation's cache key, drawn from its first event but not its time nor its tools:
+    every run over it (and every recording and replay of it, whatever the clock, wherever its
+    tools came from) sends the same, and other conversations another."""
+    first: Event | None = events[0] if events else None
+    if type(first) is Started:
+        first = msgspec.structs.replace(first, tools=())
+    data = b"" if first is None else canonical.encode(msgspec.structs.replace(first, now=0.0))
+    return "turnstile-" + hashlib.blake2b(data, digest_size=12).hexdigest()
 
 
 def request(

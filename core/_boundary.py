@@ -36,6 +36,7 @@ from ._observations import (
     ToolReturned,
     ToolStarted,
 )
+from ._tools import ToolSpec
 
 _encode = msgspec.json.Encoder().encode
 _DECODERS: dict[type, Callable[[bytes], Observation]] = {
@@ -70,18 +71,22 @@ def checked(obs: Observation, after: float | None) -> Observation:
 
 
 def started(
-    prompt: str | Sequence[Message], now: float, after: float | None, ledger: list[Message]
+    prompt: str | Sequence[Message],
+    now: float,
+    after: float | None,
+    ledger: list[Message],
+    tools: Sequence[ToolSpec] = (),
 ) -> Started:
     """The `Started` event of `prompt` (a str, or messages ending on the user's side, or on a
-    reply of text only for the model to go on from: a prefill), checked as `checked` checks an
-    observation, and as the continuation of `ledger`."""
+    reply of text only for the model to go on from: a prefill) and the run's `tools`, checked
+    as `checked` checks an observation, and as the continuation of `ledger`."""
     if isinstance(prompt, str):
         given: list[Message] = [UserMessage(prompt)]
     elif isinstance(prompt, Sequence):
         given = list(cast("Sequence[Message]", prompt))
     else:
         raise InvalidObservation(f"expected a str or a list of messages, got {prompt!r}")
-    event = checked(Started(messages=given, now=now), after)
+    event = checked(Started(messages=given, now=now, tools=tuple(tools)), after)
     assert type(event) is Started
     messages = event.messages
     problems = history_problems([*ledger, *messages])

@@ -57,7 +57,7 @@ from ._round import BUSY as _BUSY
 from ._round import INTERRUPTED, REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
 from ._spec import LoopSpec
 from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state, new_run
-from ._tools import call_problem
+from ._tools import ToolSpec, call_problem
 
 # enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor
 # call, and the hot path reads a dozen per turn
@@ -94,10 +94,8 @@ class Loop:
     def __init__(self, spec: LoopSpec, state: LoopState | None = None) -> None:
         self.spec = spec
         self.state = state if state is not None else LoopState()
-        out = self._output = None if spec.output is None else Output(spec.output, spec.output_mode)
-        self._offered = spec.tools if out is None or out.tool is None else (*spec.tools, out.tool)
-        self._tools = {t.name: t for t in self._offered}
-        self._finishers = frozenset(t.name for t in self._offered if t.finish)
+        self._output = None if spec.output is None else Output(spec.output, spec.output_mode)
+        self._offer(_run_tools(self.state.events) or spec.tools)
         self._key: str | None = spec.cache.key
         self._checks = Checks(spec.guards)
         # the step under way: the table's moves for its event, and whether it came past the
@@ -105,6 +103,13 @@ class Loop:
         self._moves: dict[str, str] = {}
         self._now = 0.0
         self._late = False
+
+    def _offer(self, tools: tuple[ToolSpec, ...]) -> None:
+        """The tools the run offers the model: its own, or else the spec's."""
+        out = self._output
+        self._offered = tools if out is None or out.tool is None else (*tools, out.tool)
+        self._tools = {t.name: t for t in self._offered}
+        self._finishers = frozenset(t.name for t in self._offered if t.finish)
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -123,7 +128,7 @@ class Loop:
         loop = cls(spec)
         for event in events:
             if type(event) is Started:
-                loop.start(event.messages, event.now)
+                loop.start(event.messages, event.now, event.tools)
             else:
                 loop.send(event)  # type: ignore[arg-type]
         return loop
@@ -171,15 +176,22 @@ class Loop:
 
     # -- driving -----------------------------------------------------------------------------
 
-    def start(self, prompt: str | Sequence[Message], now: float) -> list[Command]:
+    def start(
+        self, prompt: str | Sequence[Message], now: float, tools: Sequence[ToolSpec] = ()
+    ) -> list[Command]:
         """Begin with a prompt (or a whole conversation ending on the user's side). On a finished
         loop, go on with the conversation: a new run over the same history, its guards counted
-        afresh."""
+        afresh.
+
+        `tools`, if any, are the run's in place of the spec's (those a tool runner or an MCP
+        server offers): its `Started` event records them, so `replay` and `load` decide the same
+        without whoever supplied them."""
         st = self.state
         moves = TABLE[st.phase].get(Started)
         if moves is None:
             raise ProtocolError(f"start() in phase {st.phase}: the run is under way")
-        event = started(prompt, now, self._last_time(), st.messages)
+        event = started(prompt, now, self._last_time(), st.messages, tools)
+        self._offer(event.tools or self.spec.tools)
         if st.phase == "done":
             new_run(st)
         else:
@@ -497,3 +509,11 @@ class Loop:
         st.pending_model = st.retry_at = None
         st.phase = self._moves["finish"]
         return [Finish(reason, typed(self._output, reason, output))]
+
+
+def _run_tools(events: list[Event]) -> tuple[ToolSpec, ...]:
+    """The tools the last run's `Started` event records (none: the spec's)."""
+    for event in reversed(events):
+        if type(event) is Started:
+            return event.tools
+    return ()

@@ -24,6 +24,7 @@ __all__ = [
 import msgspec
 
 from ._messages import Message, ModelResponse, ResultPart
+from ._tools import ToolSpec
 
 
 class Observation(
@@ -99,10 +100,13 @@ Cancel = Cancelled
 """The name `Cancelled` had before 0.2 (an order, where every observation is a past fact)."""
 
 
-class Started(Observation, frozen=True, tag="started"):
-    """The first entry of every event log: the conversation `Loop.start` was given."""
+class Started(Observation, frozen=True, omit_defaults=True, tag="started"):
+    """The first entry of every event log: the conversation `Loop.start` was given, and the
+    tools it was given for the run (a tool runner's, an MCP server's), so that a replay decides
+    the same without whoever supplied them."""
 
     messages: list[Message]
+    tools: tuple[ToolSpec, ...] = ()
 
 
 Event = (

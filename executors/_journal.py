@@ -124,7 +124,7 @@ def _replay(spec: LoopSpec, contents: _Contents, path: Path) -> Loop:
     for event, offset in zip(contents.events, contents.offsets, strict=True):
         try:
             if isinstance(event, Started):
-                loop.start(event.messages, event.now)
+                loop.start(event.messages, event.now, event.tools)
             else:
                 loop.send(event)
         except TurnstileError as e:

@@ -44,9 +44,11 @@ from turnstile.core import (
     Started,
     StopReason,
     ToolCall,
+    ToolSpec,
     UserMessage,
 )
 
+from ._logs import logged
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._transcript import transcript
 
@@ -202,7 +204,7 @@ class Recorder:
     """The loop an executor drives, and what becomes of each event it records: appended to the
     journal (if any), then shown to `on_event`. Executors send through it, never to the loop."""
 
-    __slots__ = ("_journal", "_on_event", "_prompt", "_written", "loop")
+    __slots__ = ("_journal", "_on_event", "_prompt", "_tools", "_written", "loop")
 
     def __init__(
         self,
@@ -210,11 +212,13 @@ class Recorder:
         prompt: str | Sequence[Message] | None,
         journal: Journal | None,
         on_event: Callable[[Event], None] | None,
+        tools: Sequence[ToolSpec] = (),
     ) -> None:
         self.loop = loop
         self._prompt = prompt
         self._journal = journal
         self._on_event = on_event
+        self._tools = tools  # the runner's, for a spec without: the run's Started records them
         self._written = len(loop.state.events)
 
     def first(self, now: float) -> list[Command]:
@@ -222,7 +226,7 @@ class Recorder:
         with a finished loop's conversation); else the loop is told it was `Resumed` (a finished
         one has nothing left to do)."""
         if self._prompt is not None:
-            commands = self.loop.start(self._prompt, now)
+            commands = self.loop.start(self._prompt, now, self._tools)
             self._record()
             return commands
         if self.loop.state.phase == "done":
@@ -246,6 +250,7 @@ class Recorder:
         if self._journal is not None:
             for event in new:
                 self._journal.append(event)
+        logged(self.loop, new)
         if self._on_event is not None:
             for event in new:
                 self._on_event(event)
@@ -263,20 +268,22 @@ def prepare(
     """The loop to drive (fresh, resumed, or rebuilt from the journal's events) and the clock to
     stamp observations with.
 
-    A spec without tools gets the runner's. A resumed loop's clock continues from its last
+    A spec without tools gets the runner's, and a run started so records them (in its
+    `Started` event). A resumed loop's clock continues from its last
     event, so the time a dumped state spent at rest (waiting for a human, say) is not counted.
     Raises `ValueError` for a prompt the loop cannot start from, or none where it needs one.
     """
+    tools = () if spec.tools else tuple(runner.specs)
     spec = _with_tools(spec, runner)
     if journal is not None and journal.events:
         _journaled_prompt(prompt, journal.events)
         prompt, resumed = None, journal.loop(spec)
     check_prompt(prompt, resumed)
     if resumed is None:
-        return Recorder(Loop(spec), prompt, journal, on_event), clock
+        return Recorder(Loop(spec), prompt, journal, on_event, tools), clock
     loop = Loop(spec, resumed.state)
     offset = loop.resume_offset(clock())
-    recorder = Recorder(loop, prompt, journal, on_event)
+    recorder = Recorder(loop, prompt, journal, on_event, tools)
     return recorder, (lambda: clock() + offset) if offset else clock
 
 

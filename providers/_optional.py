@@ -23,7 +23,8 @@ def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> 
         "anthropic": ("anthropic", "httpx2"),
         "openai": ("openai", "httpx2"),
         "temporal": ("temporalio",),
-        "all": ("anthropic", "openai", "httpx2", "trio", "temporalio"),
+        "otel": ("opentelemetry",),
+        "all": ("anthropic", "openai", "httpx2", "trio", "temporalio", "mcp", "opentelemetry"),
     }
     missing = (error.name or "").partition(".")[0]
     if missing not in installs.get(extra, (extra,)):

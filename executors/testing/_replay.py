@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from turnstile.core import (
     Command,
+    Event,
     ModelFailed,
     ModelRequest,
     ModelResponse,
@@ -102,15 +103,16 @@ def replay(
     executor: Literal["sync", "trio"] = "sync",
     tools: ToolRunner | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> Run:
     """Run the trace's loop with its recorded model replies and tool outputs; return the `Run`.
 
     `executor="trio"` drives it with `turnstile.executors.trio` (inside its own `trio.run`) over
     the async SDK client. `tools` runs the calls instead of the recorded outputs (real tools, a
     sandbox): they must produce those outputs, or the next request will not match. `on_step`
-    sees every command and observation, as in the executors. Time is the replay's own: it
-    starts at 0 and moves only when the loop waits for a time (a retry's `not_before`), at
-    once, so a replay never really waits and always makes the same decisions.
+    sees every command and observation, `on_event` every event, as in the executors. Time is
+    the replay's own: it starts at 0 and moves only when the loop waits for a time (a retry's
+    `not_before`), at once, so a replay never really waits and always makes the same decisions.
 
     Raises:
         ReplayMismatch: a request differed from the recording (the message holds the diff), a
@@ -139,13 +141,20 @@ def replay(
             clock=time.clock,
             sleep=time.sleep,
             on_step=on_step,
+            on_event=on_event,
         )
     else:
         import trio
         from turnstile.executors import trio as trio_executor
 
         drive = functools.partial(
-            trio_executor.run, spec, prompt, model=model, tools=tools, on_step=on_step
+            trio_executor.run,
+            spec,
+            prompt,
+            model=model,
+            tools=tools,
+            on_step=on_step,
+            on_event=on_event,
         )
         run = trio.run(drive, clock=_trio_time())
     if model.mismatch is not None:

@@ -156,3 +156,22 @@ def test_traces_without_httpx2_say_which_extra_to_install() -> None:
         "MissingExtra recording and replaying traces needs the httpx2 package: "
         "pip install 'turnstile[all]'"
     ]
+
+
+def test_mcp_tools_and_traces_say_which_extra_to_install() -> None:
+    out = run(
+        """
+        import turnstile.executors
+        for module in ("mcp", "otel"):
+            try:
+                __import__(f"turnstile.executors.{module}")
+            except ImportError as e:
+                print(type(e).__name__, e)
+        """,
+        blocked=frozenset({"mcp", "opentelemetry"}),
+    )
+    assert out.splitlines() == [
+        "MissingExtra turnstile.executors.mcp needs the mcp package: pip install 'turnstile[mcp]'",
+        "MissingExtra turnstile.executors.otel needs the opentelemetry package: pip install "
+        "'turnstile[otel]'",
+    ]

@@ -1,0 +1,175 @@
+"""The tools of MCP servers as a run's tools: `MCPTools` is a `ToolRunner` for any executor.
+
+The official `mcp` client is async (anyio); `MCPTools` keeps its session in an event loop of
+its own, in a thread, so the sync executor calls it as a plain function and the trio executor
+from its worker threads, alike. The servers' tool lists are read once, when it opens: a run given
+it records it (its `Started` event holds the tools), so a replay decides the same with the
+server gone.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MCPTools", "outcome", "tool_spec"]
+
+import base64
+import contextlib
+import logging
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from turnstile.core import Document, Image, ResultPart, Text, ToolOutcome, ToolSpec
+
+try:
+    import mcp
+    import mcp.types
+    from anyio.from_thread import BlockingPortal, start_blocking_portal
+except ModuleNotFoundError as error:
+    from turnstile.providers._optional import missing_extra
+
+    raise missing_extra(error, "mcp", needed_by="turnstile.executors.mcp") from None
+
+if TYPE_CHECKING:
+    from mcp.client.client import Client
+
+_log = logging.getLogger("turnstile.mcp")
+_json = msgspec.json.Encoder()
+
+
+def tool_spec(tool: mcp.types.Tool) -> ToolSpec:
+    """An MCP tool as the model sees it. One the server marks read-only or idempotent is
+    `replay_safe`: a call a crash interrupted may run again."""
+    hints = tool.annotations
+    return ToolSpec(
+        tool.name,
+        tool.description or tool.title or "",
+        dict(tool.input_schema),
+        replay_safe=hints is not None and bool(hints.read_only_hint or hints.idempotent_hint),
+    )
+
+
+def _part(block: mcp.types.ContentBlock) -> ResultPart:
+    match block:
+        case mcp.types.TextContent(text=text):
+            return Text(text)
+        case mcp.types.ImageContent(data=data, mime_type=media_type):
+            return Image(media_type=media_type, data=base64.b64decode(data))
+        case mcp.types.EmbeddedResource(resource=mcp.types.TextResourceContents(text=text)):
+            return Text(text)
+        case mcp.types.EmbeddedResource(resource=mcp.types.BlobResourceContents() as blob):
+            return Document(media_type=blob.mime_type, data=base64.b64decode(blob.blob))
+    # audio and resource links, which a tool result cannot carry as parts: described as JSON
+    return Text(block.model_dump_json(exclude_none=True, by_alias=True))
+
+
+def outcome(result: mcp.types.CallToolResult) -> ToolOutcome:
+    """A tool's result as the model reads it: its structured content (as JSON) when it has
+    some, else its text; images and documents as parts. `is_error` stays an error result."""
+    parts = [_part(block) for block in result.content]
+    if result.structured_content is not None:  # the text blocks only repeat it, by the spec
+        structured = Text(_json.encode(result.structured_content).decode())
+        parts = [structured, *(p for p in parts if type(p) is not Text)]
+    content: str | list[ResultPart]
+    if all(type(p) is Text for p in parts):
+        content = "\n".join(p.text for p in parts if type(p) is Text)
+    else:
+        content = parts
+    return ToolOutcome(content, bool(result.is_error))
+
+
+class MCPTools:
+    """The tools of MCP servers, for an executor's `tools=`.
+
+    Each server is what `mcp.Client` connects to: an in-process server (`MCPServer`), a URL
+    (streamable HTTP), `mcp.StdioServerParameters` (a subprocess spoken to over stdio), or a
+    transport. `with MCPTools(server, ...) as tools:` connects and lists their tools (`specs`;
+    two servers offering one name is a `ValueError`); leaving closes the sessions (and ends a
+    stdio server); a server that cannot be reached is a `ConnectionError` (or the `OSError` of
+    a command that cannot start). A call the server fails, or that cannot reach it, comes back
+    as an error result the model reads, never as an exception. `client_options` go to each
+    `mcp.Client` (`read_timeout_seconds`, callbacks...).
+    """
+
+    def __init__(self, *servers: Any, **client_options: Any) -> None:
+        if not servers:
+            raise TypeError("MCPTools needs at least one server")
+        self._servers = servers
+        self._options = client_options
+        self._portal: BlockingPortal | None = None
+        self._clients: dict[str, Client] = {}  # by the name of each tool it serves
+        self._exit = contextlib.ExitStack()
+        self.specs: tuple[ToolSpec, ...] = ()
+
+    def __repr__(self) -> str:
+        servers = ", ".join(map(repr, self._servers))
+        return f"MCPTools({servers}, tools={[s.name for s in self.specs]})"
+
+    def __enter__(self) -> MCPTools:
+        clients: dict[str, Client] = {}
+        specs: list[ToolSpec] = []
+        clash: str | None = None
+        with contextlib.ExitStack() as opening:  # closed again unless every server answers
+            portal = opening.enter_context(start_blocking_portal())
+            for server in self._servers:
+                client = mcp.Client(server, **self._options)
+                try:
+                    client = opening.enter_context(portal.wrap_async_context_manager(client))
+                    listing = portal.call(_listed, client)
+                except ExceptionGroup as group:  # the SDK's task groups: say what went wrong
+                    raise ConnectionError(f"MCP server {server!r}: {_first(group)}") from group
+                for listed in listing:
+                    clash = clash or (listed.name if listed.name in clients else None)
+                    clients[listed.name] = client
+                    specs.append(tool_spec(listed))
+            if clash is None:
+                self._portal, self._clients, self.specs = portal, clients, tuple(specs)
+                self._exit = opening.pop_all()
+        if clash is not None:
+            raise ValueError(f"two MCP servers offer a tool named {clash!r}")
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._portal, self._clients = None, {}
+        self._exit.close()
+
+    def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Call the tool `name` on its server; from any thread but the sessions' own."""
+        portal, client = self._portal, self._clients.get(name)
+        if portal is None:
+            return ToolOutcome(f"{name}: the MCP server is not connected (open MCPTools)", True)
+        if client is None:
+            return ToolOutcome(f"no MCP server here offers a tool named {name!r}", True)
+        try:
+            result = portal.call(client.call_tool, name, arguments)
+        except Exception as e:
+            _log.warning("MCP tool %s failed: %s", name, type(e).__name__, exc_info=e)
+            detail = str(e)
+            return ToolOutcome(
+                f"{name} failed: {type(e).__name__}" + (f": {detail}" if detail else ""), True
+            )
+        return outcome(result)
+
+
+def _first(group: BaseExceptionGroup[Any]) -> str:
+    """The first error a task group gathered, named."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
+
+
+async def _listed(client: Client) -> list[mcp.types.Tool]:
+    """Every tool the server lists, page after page."""
+    tools: list[mcp.types.Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools

@@ -1,0 +1,190 @@
+"""MCP servers' tools as a run's tools: in process, over stdio and over streamable HTTP (to an
+ASGI app, no socket), through the sync and trio executors; errors and structured content as
+the model reads them; a replay with the server gone decides the same, because the run recorded
+the tool list."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import msgspec
+import pytest
+import trio
+from mcp import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
+from turnstile.core import (
+    Loop,
+    LoopSpec,
+    ModelResponse,
+    ModelStop,
+    ProtocolError,
+    Started,
+    Text,
+    ToolCall,
+    ToolResults,
+    Usage,
+)
+from turnstile.executors import Journal, ScriptedModel, cli, sync
+from turnstile.executors import trio as trio_executor
+from turnstile.executors.mcp import MCPTools
+
+from .mcp_server import server
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = LoopSpec(system="你是一个天气助手。")  # no tools of its own: the server's
+PROMPT = "北京和上海哪个更暖和?"
+
+
+def replies() -> list[ModelResponse]:
+    ask = ModelResponse(
+        [
+            ToolCall("c1", "get_weather", {"city": "北京"}),
+            ToolCall("c2", "get_weather", {"city": "火星"}),
+        ],
+        ModelStop.tool_use,
+        Usage(512, 121),
+    )
+    return [ask, ModelResponse([Text("北京 26 度。")], ModelStop.end_turn, Usage(293, 30))]
+
+
+def results(run_messages: list[object]) -> list[tuple[str, bool]]:
+    [round_] = [m for m in run_messages if type(m) is ToolResults]
+    return [(r.content, r.is_error) for r in round_.results]
+
+
+EXPECTED = [
+    ('{"温度":26,"天气":"晴"}', False),
+    ("Error executing tool get_weather: 没有 火星 的天气数据", True),
+]
+
+
+def test_the_server_s_tools_are_listed_as_specs() -> None:
+    with MCPTools(server) as tools:
+        by_name = {s.name: s for s in tools.specs}
+    assert sorted(by_name) == ["get_weather", "save_note"]
+    weather = by_name["get_weather"]
+    assert weather.description == "查询城市的实时天气"
+    assert weather.parameters["required"] == ["city"]
+    assert weather.replay_safe and not by_name["save_note"].replay_safe  # read-only hint
+
+
+def test_a_sync_run_in_process_gets_structured_content_and_error_results() -> None:
+    model = ScriptedModel(replies())
+    with MCPTools(server) as tools:
+        run = sync.run(SPEC, PROMPT, model=model, tools=tools)
+    assert run.stop_reason.value == "completed"
+    assert results(run.messages) == EXPECTED
+    assert [t.name for t in model.requests[0].tools] == ["get_weather", "save_note"]
+
+
+def test_a_trio_run_in_process() -> None:
+    model = ScriptedModel(replies())
+    with MCPTools(server) as tools:
+        run = trio.run(lambda: trio_executor.run(SPEC, PROMPT, model=model, tools=tools))
+    assert results(run.messages) == EXPECTED
+
+
+def test_a_sync_run_over_stdio() -> None:
+    stdio = StdioServerParameters(
+        command=sys.executable, args=["-m", "tests.executors.mcp_server"], cwd=str(ROOT)
+    )
+    with MCPTools(stdio) as tools:
+        run = sync.run(SPEC, PROMPT, model=ScriptedModel(replies()), tools=tools)
+    assert results(run.messages) == EXPECTED
+
+
+@contextlib.asynccontextmanager
+async def over_http() -> AsyncIterator[Any]:
+    """Streamable HTTP to the server's own ASGI app, in process: HTTP without a socket."""
+    app = server.streamable_http_app()
+    async with server.session_manager.run():
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app))
+        async with streamable_http_client("http://localhost:8000/mcp", http_client=http) as s:
+            yield s
+
+
+def test_a_trio_run_over_streamable_http() -> None:
+    with MCPTools(over_http()) as tools:
+        run = trio.run(
+            lambda: trio_executor.run(SPEC, PROMPT, model=ScriptedModel(replies()), tools=tools)
+        )
+    assert results(run.messages) == EXPECTED
+
+
+def test_the_tools_of_several_servers_are_one_run_s() -> None:
+    other = MCPServer("clock")
+
+    @other.tool()
+    def now() -> str:
+        """现在几点"""
+        return "12:00"
+
+    with MCPTools(server, other) as tools:
+        assert [s.name for s in tools.specs] == ["get_weather", "save_note", "now"]
+        assert tools.run("now", {}) == ('{"result":"12:00"}', False)
+        assert tools.run("get_weather", {"city": "上海"}) == ('{"温度":29,"天气":"多云"}', False)
+        assert tools.run("nothing", {}) == (
+            "no MCP server here offers a tool named 'nothing'",
+            True,
+        )
+    with pytest.raises(ValueError, match="two MCP servers offer a tool named 'get_weather'"):
+        MCPTools(server, server).__enter__()
+
+
+def test_a_server_that_cannot_be_reached_says_so() -> None:
+    gone = StdioServerParameters(command=sys.executable, args=["-c", "pass"])  # exits at once
+    with pytest.raises(ConnectionError, match=r"MCP server .*: MCPError: Connection closed"):
+        MCPTools(gone).__enter__()
+
+
+def test_a_call_after_the_session_closed_is_an_error_result() -> None:
+    with MCPTools(server) as tools:
+        pass
+    content, is_error = tools.run("get_weather", {"city": "北京"})
+    assert is_error and "not connected" in str(content)
+
+
+def test_a_recorded_run_replays_with_the_server_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.journal"
+    with MCPTools(server) as tools:
+        run = sync.run(SPEC, PROMPT, model=ScriptedModel(replies()), tools=tools, journal=path)
+        specs = tools.specs
+    events = Journal.read(path)
+    assert type(events[0]) is Started and events[0].tools == specs
+    # the server is gone, and the spec names no tools: the journal holds them
+    replayed = Journal.replay(path, SPEC)
+    assert replayed.dump() == run.loop.dump()
+    assert Loop.load(SPEC, run.loop.dump()).state == run.loop.state
+    # without the recorded list, the same events would not replay: the calls were unknown
+    stripped = [msgspec.structs.replace(events[0], tools=()), *events[1:]]
+    with pytest.raises(ProtocolError, match="ToolStarted"):
+        Loop.replay(SPEC, stripped)
+    # the command line shows and validates it with no --spec
+    capsys.readouterr()
+    assert cli.main(["show", str(path)]) == 0
+    assert "get_weather" in capsys.readouterr().out
+    assert cli.main(["validate", str(path)]) == 0
+
+
+def test_a_resumed_run_goes_on_with_the_tools_it_recorded(tmp_path: Path) -> None:
+    """A crash after the model asked for the calls: the journal resumes without the server,
+    and the calls that cannot run now are answered as errors, never as unknown tools."""
+    path = tmp_path / "run.journal"
+    with MCPTools(server) as tools:
+        with Journal(path) as journal:
+            loop = Loop(SPEC)
+            loop.start(PROMPT, 0.0, tools.specs)
+            journal.append(loop.state.events[0])
+    model = ScriptedModel(replies())
+    run = sync.run(SPEC, model=model, journal=path)
+    assert [t.name for t in model.requests[0].tools] == ["get_weather", "save_note"]
+    assert all(is_error for _, is_error in results(run.messages))
+    assert all("no implementation" in content for content, _ in results(run.messages))
