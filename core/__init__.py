@@ -8,6 +8,9 @@ from ._commands import ModelRequest as ModelRequest
 from ._commands import Purpose as Purpose
 from ._commands import RunTool as RunTool
 from ._commands import StopReason as StopReason
+from ._compaction import Compacted as Compacted
+from ._compaction import Compaction as Compaction
+from ._cost import Price as Price
 from ._errors import CorruptState as CorruptState
 from ._errors import HistoryProblem as HistoryProblem
 from ._errors import InvalidHistory as InvalidHistory

@@ -26,6 +26,7 @@ from zlib import crc32
 import msgspec
 
 from ._commands import StopReason
+from ._compaction import Compacted
 from ._errors import CorruptState, InvalidHistory
 from ._history import History, history_problems
 from ._machine import PHASES
@@ -56,13 +57,20 @@ class LoopState(msgspec.Struct, kw_only=True):
 
     A round is one reply's tool calls and their results; `round` holds the one in flight.
     `stop_reason` is set once the loop knows why the run ends, which in phase `finalizing` is
-    before the run is done.
+    before the run is done. `usage` and `cost` total the conversation's calls; `model_index`
+    is which of `LoopSpec.models` is asked; `compactions` says what requests leave out (the last
+    one decides), and `summarizing`, in phase `compacting`, where the summary asked for ends.
     """
 
     phase: str = "idle"
     messages: list[Message] = msgspec.field(default_factory=list)
     turns: int = 0
     usage: Usage = Usage()
+    cost: float = 0.0
+    cost_before: float = 0.0  # the conversation's cost when this run began: the budget's start
+    model_index: int = 0
+    compactions: list[Compacted] = msgspec.field(default_factory=list)
+    summarizing: int | None = None
     started_at: float | None = None
     waited_s: float = 0.0  # time spent waiting only for a human: not the run's own
     waiting_since: float | None = None  # set while it waits only for a human
@@ -89,6 +97,8 @@ class LoopState(msgspec.Struct, kw_only=True):
 def new_run(st: LoopState) -> None:
     """A finished loop goes on: the conversation stays, the run's own counts start again."""
     st.turns = 0
+    st.cost_before = st.cost
+    st.model_index = 0
     st.waited_s = 0.0
     st.retries = 0
     st.call_counts = {}
@@ -122,7 +132,7 @@ _dump = msgspec.json.Decoder(_Dump)
 _state = msgspec.json.Decoder(LoopState)
 _schema_1 = msgspec.json.Decoder(_Finalizing)
 _PENDING = ("awaiting_tools", "awaiting_approval")  # a round is in flight
-_ASKING = ("awaiting_model", "finalizing")  # a model call is outstanding
+_ASKING = ("awaiting_model", "finalizing", "compacting")  # a model call is outstanding
 
 
 def dump_state(state: LoopState) -> bytes:
@@ -184,6 +194,8 @@ def state_problems(st: LoopState) -> list[str]:
             f"a model call outstanding in phase {phase}")  # fmt: skip
     elif st.pending_model is not None and st.pending_model != f"model-{st.model_calls}":
         add(f"the model call outstanding, {st.pending_model}, is not the last one asked")
+    if (phase == "compacting") != (st.summarizing is not None):
+        add(f"a summary asked for is {st.summarizing is not None} in phase {phase}")
     if st.retry_at is not None and st.pending_model is None:
         add("a retry time, but no model call outstanding")
     if (phase in ("finalizing", "done")) != (st.stop_reason is not StopReason.unknown):
