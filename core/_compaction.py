@@ -103,10 +103,12 @@ def plan(
     last: Compacted | None,
     tokens: int,
     window: int,
+    budget: int,
 ) -> int | None:
     """Where to cut (the index of the first message sent as it is), or None: the request
-    (`tokens`) is within the threshold, or no cut is left that would free anything."""
-    if tokens <= policy.threshold * window:
+    (`tokens`) is within the threshold and the context guard's `budget`, or no cut is left
+    that would free anything."""
+    if tokens <= min(policy.threshold * window, budget):
         return None
     head = _first_reply(messages) if last is None else last.head
     if head is None:

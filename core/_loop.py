@@ -489,7 +489,8 @@ class Loop:
         policy = self.spec.compaction
         if policy is not None and (reason is None or reason is StopReason.context_budget):
             last = st.compactions[-1] if st.compactions else None
-            cut = plan(policy, st.messages, last, st.context_tokens, self._window)
+            budget = self._checks.budget or 0
+            cut = plan(policy, st.messages, last, st.context_tokens, self._window, budget)
             if cut is not None:
                 if policy.strategy == "summarize":
                     st.summarizing = cut

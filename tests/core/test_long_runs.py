@@ -17,7 +17,6 @@ from turnstile.core import (
     Purpose,
     StopReason,
     Thinking,
-    ToolCall,
     ToolResults,
     Usage,
     validate_history,
@@ -43,7 +42,9 @@ def turns(d: Driver, n: int, size: int = 300) -> CallModel:
     returns the request after the last."""
     ask = None
     for i in range(d.state.turns, d.state.turns + n):
-        d.reply(Thinking(f"step {i}", signature=f"sig{i}"), call(f"c{i}", "read", n=i), usage=Usage())
+        d.reply(
+            Thinking(f"step {i}", signature=f"sig{i}"), call(f"c{i}", "read", n=i), usage=Usage()
+        )
         [ask] = d.result(f"c{i}", "x" * size)
     assert isinstance(ask, CallModel)
     return ask
@@ -67,7 +68,12 @@ def test_a_compacted_request_stays_under_the_window_and_the_ledger_keeps_everyth
     assert all(m in d.state.messages for m in replies), "replies are sent whole, signatures too"
     if strategy == "clear_tool_results":
         assert len(sent) == len(d.state.messages)
-        assert any(r.content.startswith("[cleared by turnstile") for m in sent if type(m) is ToolResults for r in m.results)
+        assert any(
+            r.content.startswith("[cleared by turnstile")
+            for m in sent
+            if type(m) is ToolResults
+            for r in m.results
+        )
     else:
         assert len(sent) < len(d.state.messages)
         assert sent[0] != d.state.messages[0] and "left out" in sent[0].content
@@ -145,7 +151,9 @@ SONNET = Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
 def test_a_price_counts_cached_input_apart() -> None:
     usage = Usage(input_tokens=10_000, output_tokens=1_000, cache_read_tokens=6_000,
                   cache_write_tokens=2_000)  # fmt: skip
-    assert SONNET.of(usage) == pytest.approx((2_000 * 3 + 6_000 * 0.3 + 2_000 * 3.75 + 15_000) / 1e6)
+    assert SONNET.of(usage) == pytest.approx(
+        (2_000 * 3 + 6_000 * 0.3 + 2_000 * 3.75 + 15_000) / 1e6
+    )
     assert Price(input=1.0, output=2.0).of(usage) == pytest.approx((10_000 + 2_000) / 1e6)
     with pytest.raises(ValueError):
         Price(input=-1.0, output=1.0)
