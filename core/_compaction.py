@@ -18,15 +18,15 @@ the context guard's budget still stops on it.
 
 from __future__ import annotations
 
-__all__ = ["CLEARED", "DEFAULT_SUMMARY_PROMPT", "Compacted", "Compaction", "compacted", "plan"]
+__all__ = ["CLEARED", "DEFAULT_SUMMARY_PROMPT", "Compaction", "compacted", "plan", "rewrite"]
 
 from collections.abc import Sequence
-from typing import Literal
 
 import msgspec
 
 from ._guards import estimate_tokens, message_tokens, part_tokens
 from ._messages import AssistantMessage, Message, Text, ToolResult, ToolResults, UserMessage
+from ._state import Compacted, Strategy
 
 CLEARED = "[cleared by turnstile to fit the context window]"
 """What a cleared tool result says instead of its content."""
@@ -37,8 +37,6 @@ DEFAULT_SUMMARY_PROMPT = (
     "found (facts, names, numbers, paths), what failed, and what is left to do. Leave out "
     "nothing you still need. Do not call any tool."
 )
-
-Strategy = Literal["clear_tool_results", "drop_turns", "summarize"]
 
 
 class Compaction(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,23 +55,6 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("Compaction: 0 < target <= threshold <= 1 (fractions of the window)")
         if self.keep_turns < 1:
             raise ValueError("Compaction.keep_turns must be 1 or more: the newest turn is kept")
-
-
-class Compacted(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """One compaction, as the state keeps it: from the request after the ledger's first `at`
-    messages on, the messages from `head` (the first reply: what comes before it, the prompt,
-    is always sent) up to `upto` are cleared, or left out (with a note, or a `summary` written
-    by the call `command_id`). `tokens_before` and `tokens_after`: the request's estimated
-    size."""
-
-    strategy: Strategy
-    at: int
-    head: int
-    upto: int
-    tokens_before: int
-    tokens_after: int
-    summary: str | None = None
-    command_id: str | None = None
 
 
 def _first_reply(messages: Sequence[Message]) -> int | None:

@@ -20,7 +20,6 @@ __all__ = [
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 from zlib import crc32
 
 import msgspec
@@ -43,9 +42,7 @@ from ._messages import (
     UserMessage,
     UserPart,
 )
-
-if TYPE_CHECKING:  # the state keeps compactions, which are measured here
-    from ._state import LoopState
+from ._state import LoopState
 
 DEFAULT_FINALIZE_PROMPT = (
     "You have run out of budget for tools. Do not call any tool. Using only what you have "

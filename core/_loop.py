@@ -26,7 +26,7 @@ from ._commands import (
     RunTool,
     StopReason,
 )
-from ._compaction import Compacted, compacted, plan, rewrite
+from ._compaction import compacted, plan, rewrite
 from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
 from ._history import History
@@ -60,7 +60,15 @@ from ._round import ASKED as _ASKED
 from ._round import BUSY as _BUSY
 from ._round import INTERRUPTED, REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
 from ._spec import LoopSpec
-from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state, new_run
+from ._state import (
+    CallStatus,
+    Compacted,
+    LoopState,
+    PendingCall,
+    dump_state,
+    load_state,
+    new_run,
+)
 from ._tools import call_problem
 
 # enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "SCHEMA_VERSION",
     "CallStatus",
+    "Compacted",
     "LoopState",
     "PendingCall",
     "dump_state",
@@ -20,13 +21,12 @@ __all__ = [
 ]
 
 import enum
-from typing import Any
+from typing import Any, Literal
 from zlib import crc32
 
 import msgspec
 
 from ._commands import StopReason
-from ._compaction import Compacted
 from ._errors import CorruptState, InvalidHistory
 from ._history import History, history_problems
 from ._machine import PHASES
@@ -42,6 +42,27 @@ class CallStatus(enum.StrEnum):
     running = "running"  # a RunTool went out
     started = "started"  # the executor said it was about to run it (ToolStarted)
     done = "done"  # has its result
+
+
+Strategy = Literal["clear_tool_results", "drop_turns", "summarize"]
+"""How `Compaction` makes room: clear old tool results, drop old turns, or summarize them."""
+
+
+class Compacted(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """One compaction, as the state keeps it: from the request after the ledger's first `at`
+    messages on, the messages from `head` (the first reply: what comes before it, the prompt,
+    is always sent) up to `upto` are cleared, or left out (with a note, or a `summary` written
+    by the call `command_id`). `tokens_before` and `tokens_after`: the request's estimated
+    size."""
+
+    strategy: Strategy
+    at: int
+    head: int
+    upto: int
+    tokens_before: int
+    tokens_after: int
+    summary: str | None = None
+    command_id: str | None = None
 
 
 class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
