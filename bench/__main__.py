@@ -11,7 +11,7 @@ import platform
 import sys
 from datetime import date
 
-from . import caching, core, executors, journal, peers, providers, temporal
+from . import caching, core, executors, journal, longrun, peers, providers, temporal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = core.rows(sizes, times) + providers.rows(sizes, times) + executors.rows(sizes, times)
     rows += journal.rows(sizes, times)
     rows += caching.rows(sizes, times)
+    rows += longrun.rows(sizes, times)
     rows += temporal.rows(sizes, times)
     if args.quick:
         rows.append(
