@@ -6,7 +6,7 @@ as a `Client` would. Its usage is read off the bodies by `caching.PromptCache` (
 estimate of the API's cache as the caching rows) and handed back in each reply, so the loop
 prices the run itself: `LoopState.cost`, at Claude Sonnet 4.5's list prices per million tokens
 ($3 input, $15 output, $0.30 cache read, $3.75 cache write). Without compaction the window is
-unbounded; with it, 8,000 tokens (the context guard keeps 1,000 free), compacted at 80 %.
+unbounded; with it, 24,000 tokens (the context guard keeps 1,000 free), compacted at 80 %.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from .caching import PromptCache
 Row = tuple[str, str, str, str, str]
 
 TURNS = 200
-WINDOW = 8_000
+WINDOW = 24_000
 MODEL = "claude-sonnet-4-5"
 SONNET = Price(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75)
 SYSTEM = "You read files for the user. Call read for each file, one at a time."

@@ -5,7 +5,7 @@ than `threshold` of the window, the loop compacts the oldest turns by the spec's
 the request is about `target` of the window, keeping the newest `keep_turns` turns whole:
 
     clear_tool_results  old tool results are sent with their content cleared
-    drop_turns          old turns are left out; the prompt says how many messages were
+    drop_turns          old turns are left out, and the prompt notes how many messages
     summarize           old turns are left out and a summary, written by the model in one more
                         call (`Purpose.summarize`), is added to the prompt
 
@@ -101,7 +101,8 @@ def plan(
         if type(messages[k]) is AssistantMessage and type(messages[k - 1]) is ToolResults
     ]
     cuts = cuts[: len(cuts) - policy.keep_turns + 1]
-    goal = tokens - policy.target * window
+    # the target, lowered as far as the guard's budget sits below the threshold
+    goal = tokens - min(policy.target * window, budget * policy.target / policy.threshold)
     freed, at, chosen = 0, start, None
     for k in cuts:
         freed += _freed(policy.strategy, messages[at:k])

@@ -27,6 +27,7 @@ from ._commands import (
     StopReason,
 )
 from ._compaction import compacted, plan, rewrite
+from ._cost import Price
 from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
 from ._history import History
@@ -272,9 +273,10 @@ class Loop:
             st.retries = 0
         usage = response.usage
         st.usage = st.usage + usage
-        price = self.spec.prices.get(obs.model) if obs.model is not None else None
-        if price is not None:
-            st.cost += price.of(usage)
+        if self.spec.prices:
+            price = self._price(obs.model)
+            if price is not None:
+                st.cost += price.of(usage)
         if st.phase == "compacting":
             return self._summarized(text_of(content), obs.command_id)
         st.messages.append(AssistantMessage(content))
@@ -356,6 +358,15 @@ class Loop:
             st.retries = 0
             return self._ask(again)
         return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
+
+    def _price(self, model: str | None) -> Price | None:
+        """The price of a reply from `model`, else of the model asked (an executor may name it
+        as the provider does, with a date)."""
+        prices, models = self.spec.prices, self.spec.models
+        price = prices.get(model) if model is not None else None
+        if price is None and models:
+            price = prices.get(models[min(self.state.model_index, len(models) - 1)])
+        return price
 
     def _answered_by(self, obs: ModelReplied | ModelFailed) -> Any:
         """`obs` saying which model answered: the executor's word, else the one asked."""

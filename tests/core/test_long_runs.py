@@ -223,3 +223,11 @@ def test_the_executor_s_word_on_the_model_is_kept() -> None:
     [first] = d.start()
     d.send(ModelReplied(first.id, reply("hi"), model="claude-20250929", now=1.0))
     assert d.state.events[-1].model == "claude-20250929"
+
+
+def test_a_reply_named_with_a_date_is_priced_as_the_model_asked() -> None:
+    d = Driver(spec(models=("sonnet",), prices={"sonnet": SONNET}))
+    [first] = d.start()
+    response = reply("hi", usage=Usage(1_000_000, 0))
+    d.send(ModelReplied(first.id, response, model="sonnet-20250929", now=1.0))
+    assert d.state.cost == pytest.approx(3.0)
