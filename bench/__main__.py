@@ -11,7 +11,7 @@ import platform
 import sys
 from datetime import date
 
-from . import caching, core, executors, journal, peers, providers, temporal, tracing
+from . import caching, core, executors, journal, longrun, peers, providers, temporal, tracing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += journal.rows(sizes, times)
     rows += tracing.rows(sizes, times)
     rows += caching.rows(sizes, times)
+    rows += longrun.rows(sizes, times)
     rows += temporal.rows(sizes, times)
     if args.quick:
         rows.append(

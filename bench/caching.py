@@ -18,7 +18,7 @@ Every call of a run comes well within the 5 minutes a write lives.
 
 from __future__ import annotations
 
-__all__ = ["bill", "pieces", "rows", "scripted_bodies"]
+__all__ = ["PromptCache", "bill", "pieces", "rows", "scripted_bodies"]
 
 import json
 from collections import deque
@@ -123,26 +123,37 @@ def pieces(body: dict[str, Any]) -> tuple[list[str], list[int]]:
     return [f"{where} {_text(p)}" for where, p in out], marks
 
 
-def bill(bodies: list[dict[str, Any]]) -> tuple[float, int, int, int]:
-    """The billed-equivalent input tokens of `bodies` sent in order, and of them the tokens read
-    from the cache, written to it, and the whole prompts' total."""
-    cached: set[tuple[str, ...]] = set()
-    billed, read_total, written_total, total = 0.0, 0, 0, 0
-    for body in bodies:
+class PromptCache:
+    """The API's prompt cache as the module docstring describes it, request after request."""
+
+    def __init__(self) -> None:
+        self._cached: set[tuple[str, ...]] = set()
+
+    def send(self, body: dict[str, Any]) -> tuple[int, int, int]:
+        """The tokens of `body`'s prompt read from the cache, written to it, and in all."""
         texts, marks = pieces(body)
         tokens = [estimate_tokens(t) for t in texts]
         ends = [sum(tokens[: n + 1]) for n in range(len(tokens))]  # tokens up to piece n
         hit = -1
         for mark in marks:
             for n in range(mark, max(mark - LOOKBACK, -1), -1):
-                if n > hit and tuple(texts[: n + 1]) in cached:
+                if n > hit and tuple(texts[: n + 1]) in self._cached:
                     hit = n
                     break
         read = ends[hit] if hit >= 0 else 0
         last = max(marks, default=-1)
         written = ends[last] - read if last > hit and ends[last] >= MIN_CACHED else 0
-        cached.update(tuple(texts[: m + 1]) for m in marks if ends[m] >= MIN_CACHED)
-        whole = ends[-1] if ends else 0
+        self._cached.update(tuple(texts[: m + 1]) for m in marks if ends[m] >= MIN_CACHED)
+        return read, written, ends[-1] if ends else 0
+
+
+def bill(bodies: list[dict[str, Any]]) -> tuple[float, int, int, int]:
+    """The billed-equivalent input tokens of `bodies` sent in order, and of them the tokens read
+    from the cache, written to it, and the whole prompts' total."""
+    cache = PromptCache()
+    billed, read_total, written_total, total = 0.0, 0, 0, 0
+    for body in bodies:
+        read, written, whole = cache.send(body)
         billed += READ * read + WRITE * written + (whole - read - written)
         read_total, written_total, total = read_total + read, written_total + written, total + whole
     return billed, read_total, written_total, total

@@ -8,6 +8,8 @@ from ._commands import ModelRequest as ModelRequest
 from ._commands import Purpose as Purpose
 from ._commands import RunTool as RunTool
 from ._commands import StopReason as StopReason
+from ._compaction import Compaction as Compaction
+from ._cost import Price as Price
 from ._errors import CorruptState as CorruptState
 from ._errors import HistoryProblem as HistoryProblem
 from ._errors import InvalidHistory as InvalidHistory
@@ -68,6 +70,7 @@ from ._spec import StepCountIs as StepCountIs
 from ._spec import TextContains as TextContains
 from ._spec import TurnCountIs as TurnCountIs
 from ._state import CallStatus as CallStatus
+from ._state import Compacted as Compacted
 from ._state import LoopState as LoopState
 from ._state import PendingCall as PendingCall
 from ._tools import Tool as Tool

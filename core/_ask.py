@@ -3,7 +3,7 @@ far, the tools offered and whether one must be called, caching, and the answer's
 
 from __future__ import annotations
 
-__all__ = ["cache_key", "request"]
+__all__ = ["cache_key", "request", "summary_request"]
 
 import hashlib
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ import msgspec
 
 from ._commands import ModelRequest, Purpose
 from ._guards import canonical
-from ._history import History
+from ._messages import Message, UserMessage
 from ._observations import Event, Started
 from ._output import Output
 from ._spec import LoopSpec
@@ -37,15 +37,16 @@ def request(
     offered: Sequence[ToolSpec],
     output: Output | None,
     key: str | None,
+    messages: Sequence[Message],
+    model: str | None,
 ) -> ModelRequest:
-    """The next request. Finalizing, it offers no tools: the answer must come from what is
-    known."""
+    """The next request, sending `messages` (the ledger, or what compaction makes of it) to
+    `model`. Finalizing, it offers no tools: the answer must come from what is known."""
     cache = spec.cache if spec.cache.enabled else None
-    history = History(st.messages, len(st.messages))
     final = st.phase == "finalizing"
     return ModelRequest(
         spec.system,
-        history,
+        messages,
         () if final else offered,
         spec.max_tokens,
         Purpose.finalize if final else Purpose.turn,
@@ -54,4 +55,32 @@ def request(
         cache,
         key if cache is not None else None,
         None if output is None else output.format,
+        model,
+    )
+
+
+def summary_request(
+    spec: LoopSpec,
+    offered: Sequence[ToolSpec],
+    messages: list[Message],
+    prompt: str,
+    key: str | None,
+    model: str | None,
+) -> ModelRequest:
+    """The request for a summary of `messages` (older turns, ending on their results): the
+    conversation as sent so far, then `prompt`. It offers the turn's tools but lets none be
+    called, so it begins as the turns' requests did and a prompt cache serves that part."""
+    cache = spec.cache if spec.cache.enabled else None
+    return ModelRequest(
+        spec.system,
+        [*messages, UserMessage(prompt)],
+        offered,
+        spec.max_tokens,
+        Purpose.summarize,
+        "none",
+        spec.server_tools,
+        cache,
+        key if cache is not None else None,
+        None,
+        model,
     )

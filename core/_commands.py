@@ -34,6 +34,7 @@ class StopReason(enum.StrEnum):
     max_turns = "max_turns"
     deadline = "deadline"
     context_budget = "context_budget"
+    cost_budget = "cost_budget"
     repeated_call = "repeated_call"
     no_progress = "no_progress"
     tool_errors = "tool_errors"
@@ -46,8 +47,12 @@ class StopReason(enum.StrEnum):
 
 
 class Purpose(enum.StrEnum):
+    """What a model call is for: a turn, the final answer once a budget ran out, or a summary of
+    the conversation's older turns (`Compaction` with `strategy="summarize"`)."""
+
     turn = "turn"
     finalize = "finalize"
+    summarize = "summarize"
 
 
 class ModelRequest(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
@@ -56,7 +61,8 @@ class ModelRequest(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     `tool_choice`: whether the model may, must or may not call tools. `server_tools`: tools the
     provider runs, each for its format. `cache`: the caching policy (None: none), `cache_key`
     the conversation's key for providers that take one. `output`: the answer's shape, for a
-    format's native structured output.
+    format's native structured output. `model`: the model to ask, from `LoopSpec.models` (None:
+    the client's own).
     """
 
     system: str | None
@@ -69,6 +75,7 @@ class ModelRequest(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     cache: CachePolicy | None = None
     cache_key: str | None = None
     output: OutputFormat | None = None
+    model: str | None = None
 
 
 class Command(msgspec.Struct, frozen=True, gc=False, tag_field="type", forbid_unknown_fields=True):

@@ -1,8 +1,8 @@
 """The loop's guards: their limits as plain data in the spec, and each one's check.
 
-Each guard counts on its own (turns, time, context, repeated calls, rounds without progress,
-rounds of failures). The checks read and update the loop's state, and never decide what the loop
-does next: the loop asks them, then looks its move up in the phase table.
+Each guard counts on its own (turns, time, context, cost, repeated calls, rounds without
+progress, rounds of failures). The checks read and update the loop's state, and never decide
+what the loop does next: the loop asks them, then looks its move up in the phase table.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     less than the provider's `retry-after`. Time spent waiting only for a human's approval does
     not count towards `deadline_s`. `max_output_retries`: how many times a final answer that
     fails `LoopSpec.output` goes back to the model before the run stops with `invalid_output`.
+    `max_cost`: what a run may spend, priced by `LoopSpec.prices` (the final answer's call comes
+    on top, as the reserve does for the context).
     """
 
     max_turns: int | None = 50
@@ -72,6 +74,7 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     max_failed_rounds: int | None = 3
     max_model_retries: int = 2
     max_output_retries: int = 2
+    max_cost: float | None = None
     finalize: bool = True
     finalize_prompt: str = DEFAULT_FINALIZE_PROMPT
     retry_backoff_s: float = 1.0
@@ -88,6 +91,8 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 "Guards.max_model_retries, max_output_retries and reserve_tokens cannot be negative"
             )
+        if self.max_cost is not None and not 0 < self.max_cost < math.inf:
+            raise ValueError("Guards.max_cost must be more than 0, or None")
         if not 0 <= self.retry_backoff_s <= self.retry_backoff_max_s < math.inf:
             raise ValueError("Guards.retry_backoff_s and retry_backoff_max_s: 0 <= base <= max")
 
@@ -95,7 +100,9 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
 STALL_PERIODS = 3
 """The no-progress guard finds cycles of 1 to this many rounds (A-A-A, A-B-A-B, A-B-C-A-B-C)."""
 
-FINALIZABLE = frozenset({StopReason.max_turns, StopReason.deadline, StopReason.context_budget})
+FINALIZABLE = frozenset(
+    {StopReason.max_turns, StopReason.deadline, StopReason.context_budget, StopReason.cost_budget}
+)
 """The budgets: when one runs out, the loop may first ask for a final answer without tools."""
 
 # keys sorted: equal arguments encode equal whatever their order ("deterministic" sorts dict keys
@@ -166,6 +173,7 @@ class Checks:
         "backoff",
         "budget",
         "deadline_s",
+        "max_cost",
         "max_failed",
         "max_retries",
         "max_turns",
@@ -179,6 +187,7 @@ class Checks:
         self.budget = (
             None if guards.context_window is None else guards.context_window - guards.reserve_tokens
         )
+        self.max_cost = guards.max_cost
         self.max_failed = guards.max_failed_rounds
         self.max_retries = guards.max_model_retries
         self.backoff = (guards.retry_backoff_s, guards.retry_backoff_max_s)
@@ -222,11 +231,14 @@ class Checks:
 
     def before_turn(self, state: LoopState) -> StopReason | None:
         """The first of the other guards that stops the run before its next model call (after
-        the deadline), checked in this order: turns, context, failed rounds, no progress."""
+        the deadline), checked in this order: turns, context, cost, failed rounds, no
+        progress."""
         if self.max_turns is not None and state.turns >= self.max_turns:
             return StopReason.max_turns
         if self.budget is not None and state.context_tokens > self.budget:
             return StopReason.context_budget
+        if self.max_cost is not None and state.cost - state.cost_before >= self.max_cost:
+            return StopReason.cost_budget
         if self.max_failed is not None and state.failed_rounds >= self.max_failed:
             return StopReason.tool_errors
         k = self.stall

@@ -13,7 +13,9 @@ __all__ = ["Loop"]
 from collections.abc import Sequence
 from typing import Any
 
-from ._ask import cache_key, request
+import msgspec
+
+from ._ask import cache_key, request, summary_request
 from ._boundary import checked, started
 from ._commands import (
     AwaitApproval,
@@ -24,8 +26,11 @@ from ._commands import (
     RunTool,
     StopReason,
 )
+from ._compaction import compacted, plan, rewrite
+from ._cost import Price
 from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
+from ._history import History
 from ._machine import TABLE
 from ._messages import (
     AssistantMessage,
@@ -56,7 +61,15 @@ from ._round import ASKED as _ASKED
 from ._round import BUSY as _BUSY
 from ._round import INTERRUPTED, REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
 from ._spec import LoopSpec
-from ._state import CallStatus, LoopState, PendingCall, dump_state, load_state, new_run
+from ._state import (
+    CallStatus,
+    Compacted,
+    LoopState,
+    PendingCall,
+    dump_state,
+    load_state,
+    new_run,
+)
 from ._tools import ToolSpec, call_problem
 
 # enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor
@@ -88,7 +101,7 @@ class Loop:
 
     __slots__ = (
         *("_checks", "_finishers", "_key", "_late", "_moves", "_now", "_output", "_tools"),
-        *("_offered", "spec", "state"),
+        *("_offered", "spec", "state", "_window", "_view", "_view_of", "_view_n"),
     )
 
     def __init__(self, spec: LoopSpec, state: LoopState | None = None) -> None:
@@ -98,6 +111,13 @@ class Loop:
         self._offer(_run_tools(self.state.events) or spec.tools)
         self._key: str | None = spec.cache.key
         self._checks = Checks(spec.guards)
+        self._window = spec.guards.context_window or 0
+        # what requests send once the conversation was compacted: derived from the state's last
+        # compaction, kept between requests and extended as the ledger grows (so a provider's
+        # cache of its wire form holds), rebuilt after a new compaction or a load
+        self._view: list[Message] = []
+        self._view_of: Compacted | None = None
+        self._view_n = 0
         # the step under way: the table's moves for its event, and whether it came past the
         # deadline (time enters a step once, with its observation)
         self._moves: dict[str, str] = {}
@@ -257,13 +277,20 @@ class Loop:
         reused: dict[str, str] = {}
         if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
             content, calls, reused = renamed(content)
+        obs = self._answered_by(obs)
         st.events.append(obs)
-        # the reply joins the ledger and its cost is counted, whatever is decided next
+        # the reply's cost is counted and it joins the ledger, whatever is decided next
         st.pending_model = st.retry_at = None
         if st.retries:
             st.retries = 0
         usage = response.usage
         st.usage = st.usage + usage
+        if self.spec.prices:
+            price = self._price(obs.model)
+            if price is not None:
+                st.cost += price.of(usage)
+        if st.phase == "compacting":
+            return self._summarized(text_of(content), obs.command_id)
         st.messages.append(AssistantMessage(content))
         if usage.input_tokens:
             st.context_tokens = usage.input_tokens + usage.output_tokens
@@ -316,7 +343,7 @@ class Loop:
             commands = self._dispatch()  # the deadline, too, as for a result
             if st.phase not in _PENDING:
                 return commands  # the round is over: what comes next
-        elif self._late and st.phase == "awaiting_model":
+        elif self._late and st.phase in ("awaiting_model", "compacting"):
             return self._stop(StopReason.deadline, _DEADLINE)
         else:
             st.phase = self._moves["wait"]
@@ -326,16 +353,41 @@ class Loop:
         st = self.state
         if obs.command_id != st.pending_model:
             raise self._unmatched(obs)
-        st.events.append(obs)
+        st.events.append(self._answered_by(obs))
         st.pending_model = st.retry_at = None
         finalizing = st.phase == "finalizing"
+        again = "compact" if st.phase == "compacting" else "ask"
         if obs.retryable and st.retries < self._checks.max_retries:
             at = obs.now + self._checks.retry_wait(st.retries, obs.retry_after, obs.command_id)
             if not finalizing and (self._late or self._checks.deadline_passed(st, at)):
                 return self._stop(StopReason.deadline)  # it would pass before the retry
             st.retries += 1
-            return self._ask("ask", at)
+            return self._ask(again, at)
+        if obs.retryable and st.model_index + 1 < len(self.spec.models):
+            if not finalizing and self._late:
+                return self._stop(StopReason.deadline)
+            st.model_index += 1  # past its retries: the next model, at once
+            st.retries = 0
+            return self._ask(again)
         return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
+
+    def _price(self, model: str | None) -> Price | None:
+        """The price of a reply from `model`, else of the model asked (an executor may name it
+        as the provider does, with a date)."""
+        prices, models = self.spec.prices, self.spec.models
+        price = prices.get(model) if model is not None else None
+        if price is None and models:
+            price = prices.get(models[min(self.state.model_index, len(models) - 1)])
+        return price
+
+    def _answered_by(self, obs: ModelReplied | ModelFailed) -> Any:
+        """`obs` saying which model answered: the executor's word, else the one asked."""
+        models = self.spec.models
+        if obs.model is not None or not models:
+            return obs
+        return msgspec.structs.replace(
+            obs, model=models[min(self.state.model_index, len(models) - 1)]
+        )
 
     def _on_approved(self, obs: Approved) -> list[Command]:
         p = find(self.state, obs, _ASKED)
@@ -462,15 +514,48 @@ class Loop:
         for condition in self.spec.stop_when:
             if condition(st):
                 return self._finish(StopReason.stop_condition, None)
-        reason = StopReason.deadline if self._late else self._checks.before_turn(st)
+        if self._late:
+            return self._stop(StopReason.deadline)
+        reason = self._checks.before_turn(st)
+        policy = self.spec.compaction
+        if policy is not None and (reason is None or reason is StopReason.context_budget):
+            last = st.compactions[-1] if st.compactions else None
+            budget = self._checks.budget or 0
+            cut = plan(policy, st.messages, last, st.context_tokens, self._window, budget)
+            if cut is not None:
+                if policy.strategy == "summarize":
+                    st.summarizing = cut
+                    return self._ask("compact")
+                self._compacted(
+                    compacted(policy.strategy, st.messages, last, cut, st.context_tokens)
+                )
+                reason = self._checks.before_turn(st)
         if reason is not None:
             return self._stop(reason)
         return self._ask("ask")
+
+    def _compacted(self, record: Compacted) -> None:
+        st = self.state
+        st.compactions.append(record)
+        st.context_tokens = record.tokens_after
+
+    def _summarized(self, summary: str, command_id: str) -> list[Command]:
+        """The summary asked for came: later requests send it instead of the older turns."""
+        st = self.state
+        cut, st.summarizing = st.summarizing, None
+        assert cut is not None
+        last = st.compactions[-1] if st.compactions else None
+        tokens = st.context_tokens
+        self._compacted(
+            compacted("summarize", st.messages, last, cut, tokens, summary or None, command_id)
+        )
+        return self._next_turn()
 
     def _stop(self, reason: StopReason, why: str = "") -> list[Command]:
         """A guard tripped: write results for calls left open, then finalize or finish."""
         st = self.state
         close(self.state, why)
+        st.summarizing = None
         if reason in FINALIZABLE and self.spec.guards.finalize and st.turns > 0:
             st.stop_reason = reason
             st.messages.append(UserMessage(self.spec.guards.finalize_prompt))
@@ -488,9 +573,36 @@ class Loop:
         return [CallModel(command_id, self._request(), not_before)]
 
     def _request(self) -> ModelRequest:
-        if self._key is None and self.spec.cache.enabled:
-            self._key = cache_key(self.state.events)
-        return request(self.spec, self.state, self._offered, self._output, self._key)
+        st = self.state
+        spec = self.spec
+        if self._key is None and spec.cache.enabled:
+            self._key = cache_key(st.events)
+        models = spec.models
+        model = models[min(st.model_index, len(models) - 1)] if models else None
+        if st.summarizing is not None:
+            older = self._sent(st.summarizing)
+            assert spec.compaction is not None
+            prompt = spec.compaction.prompt
+            return summary_request(spec, self._offered, older, prompt, self._key, model)
+        messages = self._sent(None)
+        return request(spec, st, self._offered, self._output, self._key, messages, model)
+
+    def _sent(self, upto: int | None) -> Any:
+        """What a request sends of the ledger (up to `upto`, else all of it): the ledger itself
+        as an O(1) `History`, or, once compacted, the rewrite the last compaction makes."""
+        st = self.state
+        messages = st.messages
+        if not st.compactions:
+            return History(messages, len(messages)) if upto is None else messages[:upto]
+        last = st.compactions[-1]
+        if upto is not None:
+            return rewrite(messages, last, upto)
+        if self._view_of is not last:
+            self._view, self._view_of = rewrite(messages, last, len(messages)), last
+        else:
+            self._view += messages[self._view_n :]
+        self._view_n = len(messages)
+        return History(self._view, len(self._view))
 
     def _wrong_answer(self, problem: UserMessage) -> list[Command]:
         """A reply that ended without a valid answer: tell the model, or give up past the
@@ -507,6 +619,7 @@ class Loop:
         st.stop_reason = reason
         st.output = output
         st.pending_model = st.retry_at = None
+        st.summarizing = None
         st.phase = self._moves["finish"]
         return [Finish(reason, typed(self._output, reason, output))]
 

@@ -16,6 +16,8 @@ The decisions:
     approve   nothing can run until a human answers
     wait      nothing to do yet
     finalize  a budget ran out: one last model call, without tools
+    compact   the conversation nears the context window: ask the model to summarize its older
+              turns (`Compaction(strategy="summarize")`; the other strategies need no call)
     finish    the run is over
 """
 
@@ -41,19 +43,29 @@ from ._observations import (
     ToolStarted,
 )
 
-PHASES = ("idle", "awaiting_model", "awaiting_tools", "awaiting_approval", "finalizing", "done")
-IDLE, MODEL, TOOLS, APPROVAL, FINALIZING, DONE = PHASES
+PHASES = (
+    "idle",
+    "awaiting_model",
+    "awaiting_tools",
+    "awaiting_approval",
+    "compacting",
+    "finalizing",
+    "done",
+)
+IDLE, MODEL, TOOLS, APPROVAL, COMPACTING, FINALIZING, DONE = PHASES
 
 # a budget can run out (or the deadline pass) whatever happened, and a run can always end
 _OUT = {"finalize": FINALIZING, "finish": DONE}
+# before each turn the loop may first have the older turns summarized
+_TURN = {"ask": MODEL, "compact": COMPACTING}
 
 TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
     IDLE: {
-        Started: {"ask": MODEL, "finish": DONE},
+        Started: {**_TURN, "finish": DONE},
         Cancelled: {"finish": DONE},
     },
     MODEL: {
-        ModelReplied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
+        ModelReplied: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
         ModelFailed: {"ask": MODEL, **_OUT},
         Tick: {"wait": MODEL, **_OUT},
         Resumed: {"wait": MODEL, **_OUT},
@@ -61,18 +73,25 @@ TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
     },
     TOOLS: {
         ToolStarted: {"wait": TOOLS},
-        ToolReturned: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
+        ToolReturned: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
         Approved: {"run": TOOLS, **_OUT},
         Denied: {"run": TOOLS, **_OUT},
         Tick: {"wait": TOOLS, **_OUT},
-        Resumed: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
+        Resumed: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
         Cancelled: {"finish": DONE},
     },
     APPROVAL: {  # only a human can move it on: its time is not the run's, no deadline falls
         Approved: {"run": TOOLS, "approve": APPROVAL},
-        Denied: {"run": TOOLS, "approve": APPROVAL, "ask": MODEL, **_OUT},
+        Denied: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
         Tick: {"wait": APPROVAL},
         Resumed: {"approve": APPROVAL},
+        Cancelled: {"finish": DONE},
+    },
+    COMPACTING: {  # the summary is written: on to the turn (or another summary, or a stop)
+        ModelReplied: {**_TURN, **_OUT},
+        ModelFailed: {"compact": COMPACTING, **_OUT},
+        Tick: {"wait": COMPACTING, **_OUT},
+        Resumed: {"wait": COMPACTING, **_OUT},
         Cancelled: {"finish": DONE},
     },
     FINALIZING: {
@@ -83,7 +102,7 @@ TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
         Cancelled: {"finish": DONE},
     },
     DONE: {  # a new run on the same conversation
-        Started: {"ask": MODEL, "finish": DONE},
+        Started: {**_TURN, "finish": DONE},
     },
 }
 

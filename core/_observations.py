@@ -40,20 +40,26 @@ class Observation(
     now: float
 
 
-class ModelReplied(Observation, frozen=True, tag="model_replied"):
+class ModelReplied(Observation, frozen=True, omit_defaults=True, tag="model_replied"):
+    """The model call `command_id` answered. `model`: which model did; when the executor leaves
+    it out, the loop records the one its request named (`LoopSpec.models`)."""
+
     command_id: str
     response: ModelResponse
+    model: str | None = None
 
 
 class ModelFailed(Observation, frozen=True, omit_defaults=True, tag="model_failed"):
     """The model call `command_id` failed. `kind` and `retry_after` are `ModelError`'s: what the
-    provider called the failure, and how long it asked to wait before asking again."""
+    provider called the failure, and how long it asked to wait before asking again. `model`, as
+    for `ModelReplied`: the model that failed."""
 
     command_id: str
     message: str
     retryable: bool = False
     kind: str = ""
     retry_after: float | None = None
+    model: str | None = None
 
 
 class ToolReturned(Observation, frozen=True, tag="tool_returned"):

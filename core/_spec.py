@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ._compaction import Compaction
+from ._cost import Price
 from ._guards import Guards
 from ._messages import AssistantMessage, ToolCall, text_of
 from ._request import CachePolicy, ServerTool
@@ -78,6 +80,12 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     `final_answer` tool (`output_mode="tool"`) or, where the format has one, through its native
     structured output (`"native"`); an answer that does not convert goes back to the model,
     `Guards.max_output_retries` times, and `Finish.output` is the typed value.
+
+    `models`: the models to ask, in order (empty: the client's own): the first for every call,
+    the next once one fails in a retryable way past `Guards.max_model_retries`. `prices`: per
+    model, what its calls cost (`LoopState.cost`; `Guards.max_cost` needs every model priced).
+    `compaction`: what to send once the conversation nears `Guards.context_window` instead of
+    stopping (`Compaction`); off by default, since it changes what the model sees.
     """
 
     system: str | None = None
@@ -89,8 +97,19 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     cache: CachePolicy = CachePolicy()
     output: Any = None
     output_mode: Literal["tool", "native"] = "tool"
+    models: tuple[str, ...] = ()
+    prices: dict[str, Price] = {}
+    compaction: Compaction | None = None
 
     def __post_init__(self) -> None:
+        if self.compaction is not None and self.guards.context_window is None:
+            raise ValueError("LoopSpec.compaction needs Guards.context_window")
+        unpriced = [m for m in self.models if m not in self.prices]
+        if self.guards.max_cost is not None and (unpriced or not self.models):
+            raise ValueError(
+                "Guards.max_cost needs LoopSpec.models, each with its price in LoopSpec.prices"
+                + (f" (no price for {', '.join(unpriced)})" if unpriced else "")
+            )
         if any(type(c) is dict for c in self.stop_when):  # decoded: the field's type is `Any`
             try:
                 conditions = tuple(

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "SCHEMA_VERSION",
     "CallStatus",
+    "Compacted",
     "LoopState",
     "PendingCall",
     "dump_state",
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 import enum
-from typing import Any
+from typing import Any, Literal
 from zlib import crc32
 
 import msgspec
@@ -43,6 +44,27 @@ class CallStatus(enum.StrEnum):
     done = "done"  # has its result
 
 
+Strategy = Literal["clear_tool_results", "drop_turns", "summarize"]
+"""How `Compaction` makes room: clear old tool results, drop old turns, or summarize them."""
+
+
+class Compacted(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """One compaction, as the state keeps it: from the request after the ledger's first `at`
+    messages on, the messages from `head` (the first reply: what comes before it, the prompt,
+    is always sent) up to `upto` are cleared, or left out (with a note, or a `summary` written
+    by the call `command_id`). `tokens_before` and `tokens_after`: the request's estimated
+    size."""
+
+    strategy: Strategy
+    at: int
+    head: int
+    upto: int
+    tokens_before: int
+    tokens_after: int
+    summary: str | None = None
+    command_id: str | None = None
+
+
 class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
     """One call of the round in flight (untracked by the GC: it holds no cycle)."""
 
@@ -56,13 +78,20 @@ class LoopState(msgspec.Struct, kw_only=True):
 
     A round is one reply's tool calls and their results; `round` holds the one in flight.
     `stop_reason` is set once the loop knows why the run ends, which in phase `finalizing` is
-    before the run is done.
+    before the run is done. `usage` and `cost` total the conversation's calls; `model_index`
+    is which of `LoopSpec.models` is asked; `compactions` says what requests leave out (the last
+    one decides), and `summarizing`, in phase `compacting`, where the summary asked for ends.
     """
 
     phase: str = "idle"
     messages: list[Message] = msgspec.field(default_factory=list)
     turns: int = 0
     usage: Usage = Usage()
+    cost: float = 0.0
+    cost_before: float = 0.0  # the conversation's cost when this run began: the budget's start
+    model_index: int = 0
+    compactions: list[Compacted] = msgspec.field(default_factory=list)
+    summarizing: int | None = None
     started_at: float | None = None
     waited_s: float = 0.0  # time spent waiting only for a human: not the run's own
     waiting_since: float | None = None  # set while it waits only for a human
@@ -89,6 +118,8 @@ class LoopState(msgspec.Struct, kw_only=True):
 def new_run(st: LoopState) -> None:
     """A finished loop goes on: the conversation stays, the run's own counts start again."""
     st.turns = 0
+    st.cost_before = st.cost
+    st.model_index = 0
     st.waited_s = 0.0
     st.retries = 0
     st.call_counts = {}
@@ -122,7 +153,7 @@ _dump = msgspec.json.Decoder(_Dump)
 _state = msgspec.json.Decoder(LoopState)
 _schema_1 = msgspec.json.Decoder(_Finalizing)
 _PENDING = ("awaiting_tools", "awaiting_approval")  # a round is in flight
-_ASKING = ("awaiting_model", "finalizing")  # a model call is outstanding
+_ASKING = ("awaiting_model", "finalizing", "compacting")  # a model call is outstanding
 
 
 def dump_state(state: LoopState) -> bytes:
@@ -184,6 +215,8 @@ def state_problems(st: LoopState) -> list[str]:
             f"a model call outstanding in phase {phase}")  # fmt: skip
     elif st.pending_model is not None and st.pending_model != f"model-{st.model_calls}":
         add(f"the model call outstanding, {st.pending_model}, is not the last one asked")
+    if (phase == "compacting") != (st.summarizing is not None):
+        add(f"a summary asked for is {st.summarizing is not None} in phase {phase}")
     if st.retry_at is not None and st.pending_model is None:
         add("a retry time, but no model call outstanding")
     if (phase in ("finalizing", "done")) != (st.stop_reason is not StopReason.unknown):

@@ -45,6 +45,7 @@ from turnstile.core import (
     StopReason,
     ToolCall,
     ToolSpec,
+    Usage,
     UserMessage,
 )
 
@@ -94,6 +95,16 @@ class Run:
     @property
     def turns(self) -> int:
         return self.loop.state.turns
+
+    @property
+    def usage(self) -> Usage:
+        """The tokens of every model call of the conversation, summed (`LoopState.usage`)."""
+        return self.loop.state.usage
+
+    @property
+    def cost(self) -> float:
+        """What those calls cost, by the spec's `prices` (`LoopState.cost`)."""
+        return self.loop.state.cost
 
     def calls(self) -> list[tuple[str, dict[str, Any]]]:
         """Every tool call the model made, in order, as (name, arguments)."""

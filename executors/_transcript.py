@@ -11,6 +11,7 @@ from turnstile.core import (
     Approved,
     AssistantMessage,
     Cancelled,
+    Compacted,
     Denied,
     Instructions,
     LoopState,
@@ -40,6 +41,17 @@ def _usage(u: Usage) -> str:
         if n
     ]
     return f"{u.input_tokens} in / {u.output_tokens} out" + "".join(f", {e}" for e in extra)
+
+
+def _compacted(c: Compacted) -> str:
+    span = f"messages {c.head + 1}–{c.upto}"
+    done = f"tool results in {span} cleared" if c.strategy == "clear_tool_results" else span
+    if c.strategy != "clear_tool_results":
+        done += " left out"
+    return (
+        f"── compacted ({c.strategy}): {done} · "
+        f"~{c.tokens_before:,} → ~{c.tokens_after:,} tokens ──"
+    )
 
 
 def _args(arguments: dict[str, object]) -> str:
@@ -85,6 +97,10 @@ class _Ledger:
         self.lines: list[str] = []
         self.finalizing = False  # a prompt the loop added asks for the final answer
         self.turns = 0
+        # compactions, each shown where it happened: before the message at its `at`, or, for a
+        # summary, with the reply that wrote it
+        self.compactions = {c.at: c for c in state.compactions if c.command_id is None}
+        self.summaries = {c.command_id: c for c in state.compactions if c.command_id is not None}
 
     def flush(self) -> None:
         """Write what the loop added since the last reply (its results, a prompt to finish).
@@ -93,7 +109,12 @@ class _Ledger:
         written before the next reply, failed call, cancel or run; the approvals and denials of
         a round come before its results, since a round is written once all its calls are
         answered."""
-        while self.next < len(self.messages):
+        while True:
+            compaction = self.compactions.pop(self.next, None)
+            if compaction is not None:
+                self.lines.append(_compacted(compaction))
+            if self.next >= len(self.messages):
+                return
             message = self.messages[self.next]
             if type(message) is AssistantMessage:
                 return
@@ -123,12 +144,19 @@ class _Ledger:
     def replied(self, reply: ModelReplied) -> None:
         self.flush()
         r = reply.response
+        by = "" if reply.model is None else f" · {reply.model}"
+        summary = self.summaries.get(reply.command_id)
+        if summary is not None:  # not a turn: the summary stands for older turns from now on
+            self.lines.append(f"── summary{by} · {_usage(r.usage)} ──")
+            self.lines += _block("summary: ", summary.summary or "")
+            self.lines.append(_compacted(summary))
+            return
         if self.finalizing:
             head, self.finalizing = "── final answer", False
         else:
             self.turns += 1
             head = f"── turn {self.turns}"
-        self.lines.append(f"{head} · {r.stop.value} · {_usage(r.usage)} ──")
+        self.lines.append(f"{head} · {r.stop.value} · {_usage(r.usage)}{by} ──")
         if self.next < len(self.messages):
             self.write(self.messages[self.next])
             self.next += 1
@@ -175,9 +203,11 @@ def transcript(state: LoopState) -> str:
                 ledger.started(messages)
             case ModelReplied():
                 ledger.replied(event)
-            case ModelFailed(command_id=cid, message=msg, retryable=retryable):
+            case ModelFailed(command_id=cid, message=msg, retryable=retryable, model=model):
                 ledger.flush()
-                lines += _block(f"! {cid} failed ({'retryable' if retryable else 'final'}): ", msg)
+                to = "" if model is None else f" to {model}"
+                kind = "retryable" if retryable else "final"
+                lines += _block(f"! {cid}{to} failed ({kind}): ", msg)
             case Approved(call_id=cid):
                 lines.append(f"  ✓ approved {ledger.name(cid)} ({cid})")
             case Denied(call_id=cid, reason=reason):
@@ -196,5 +226,6 @@ def transcript(state: LoopState) -> str:
         lines.append(f"── {state.phase}")
     else:
         turns = f"{ledger.turns} turn{'' if ledger.turns == 1 else 's'}"
-        lines.append(f"── {state.stop_reason.value} after {turns} · {_usage(state.usage)} ──")
+        cost = f" · cost {state.cost:.4f}" if state.cost else ""
+        lines.append(f"── {state.stop_reason.value} after {turns} · {_usage(state.usage)}{cost} ──")
     return "\n".join(lines)

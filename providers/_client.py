@@ -61,7 +61,8 @@ class WireClient:
 
     `sdk` is the SDK's client (`anthropic.Anthropic()`, `openai.AsyncOpenAI()`, ...): a sync one
     serves `complete(request)`, an async one `await acomplete(request)` (asyncio or trio).
-    `model` defaults to the format's `Wire.model`. With `stream=True` the reply is streamed and
+    `model` defaults to the format's `Wire.model`; a request naming its own model (from
+    `LoopSpec.models`) is sent to that one. With `stream=True` the reply is streamed and
     `on_delta` sees each `Delta` as it arrives (exceptions it raises end the call unchanged).
     `cache` keeps the wire form of the histories it sends, so each call encodes only the new
     messages (a new `WireCache()` when not given). `options` go to the codec's `encode`
@@ -158,9 +159,8 @@ class WireClient:
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         stream = {"stream": True} if self.stream else {}
-        return self.wire.encode(
-            request, model=self.model, cache=self.cache, **stream, **self.options
-        )
+        model = request.model or self.model  # a spec's models (a fallback) before the client's
+        return self.wire.encode(request, model=model, cache=self.cache, **stream, **self.options)
 
 
 def read_body(wire: Wire, content: bytes) -> ModelResponse:

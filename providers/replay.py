@@ -38,6 +38,7 @@ from turnstile.core import (
     LoopSpec,
     Message,
     ModelResponse,
+    Price,
     ResultPart,
     ServerTool,
     ToolCall,
@@ -88,6 +89,8 @@ class _Loop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     cache: CachePolicy = CachePolicy()
     output: str | None = None
     output_mode: Literal["tool", "native"] = "tool"
+    models: list[str] = []
+    prices: dict[str, Price] = {}
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -126,6 +129,8 @@ def spec_for(trace: Trace) -> LoopSpec:
         cache=loop.cache,
         output=None if loop.output is None else _imported(loop.output),
         output_mode=loop.output_mode,
+        models=tuple(loop.models),
+        prices=loop.prices,
     )
 
 

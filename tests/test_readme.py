@@ -116,3 +116,14 @@ def test_the_temporal_takeover_recipe_pays_no_invoice_twice(tmp_path: Path) -> N
     lines = (tmp_path / "calls.log").read_text().splitlines()
     started = [line.split()[1] for line in lines if line.startswith("start ")]
     assert len(started) == len(set(started)) == 6, lines  # each payment begun once, never again
+
+
+def test_the_long_runs_spec_is_a_valid_spec() -> None:
+    import turnstile.core
+
+    section = README.split("## Long runs", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict[str, object] = dict(vars(turnstile.core))
+    exec(compile(snippet, "README.md", "exec"), namespace)
+    spec = namespace["spec"]
+    assert isinstance(spec, turnstile.core.LoopSpec) and spec.compaction is not None

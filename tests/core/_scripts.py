@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 from hypothesis import strategies as st
 from turnstile.core import (
     Approved,
@@ -20,6 +21,7 @@ from turnstile.core import (
     CallModel,
     Cancelled,
     Command,
+    Compaction,
     Denied,
     Finish,
     Guards,
@@ -33,6 +35,7 @@ from turnstile.core import (
     ModelStop,
     Observation,
     Part,
+    Price,
     ProtocolError,
     Purpose,
     Resumed,
@@ -56,7 +59,21 @@ from turnstile.core import (
 )
 
 PENDING_PHASES = ("awaiting_tools", "awaiting_approval")
-BUDGET_REASONS = (StopReason.max_turns, StopReason.deadline, StopReason.context_budget)
+BUDGET_REASONS = (
+    StopReason.max_turns,
+    StopReason.deadline,
+    StopReason.context_budget,
+    StopReason.cost_budget,
+)
+COMPACTIONS = [
+    None,
+    None,
+    Compaction(strategy="clear_tool_results", keep_turns=1),
+    Compaction(strategy="drop_turns"),
+    Compaction(strategy="summarize", keep_turns=1, target=0.3),
+]
+MODELS = ("m1", "m2", "m3")
+PRICES = {m: Price(input=1_000.0, output=2_000.0) for m in MODELS}  # a call of 400 tokens: 0.4
 UNKNOWN_TOOL = "nope"
 ARGUMENTS: list[dict[str, Any]] = [{}, {"x": 1}, {"x": 2}, {"q": "a", "deep": [1, {"k": None}]}]
 TIME_STEPS = [0.0, 1.0, 4.0, 0.5]
@@ -86,7 +103,8 @@ def specs(
     draw: st.DrawFn, *, guards: Guards | None = None, stop_when: tuple[Any, ...] | None = None
 ) -> LoopSpec:
     """2–4 tools with random scheduling flags; random guards (some off) and stop conditions
-    unless given."""
+    unless given; sometimes fallback models (priced, maybe with a cost budget) and compaction
+    (in a window that fills in a few turns)."""
     tools = tuple(
         ToolSpec(
             f"t{i}",
@@ -98,8 +116,10 @@ def specs(
         )
         for i in range(draw(st.integers(2, 4)))
     )
+    models = draw(st.sampled_from([(), (), MODELS[:2], MODELS]))
     if guards is None:
         guards = Guards(
+            max_cost=draw(st.sampled_from([None, 1.0, 3.0])) if models else None,
             max_turns=draw(st.sampled_from([6, 2, None, 1, 4, 8])),
             deadline_s=draw(st.sampled_from([None, 4.0, 12.0, 40.0])),
             context_window=draw(st.sampled_from([None, 400, 2000])),
@@ -117,7 +137,17 @@ def specs(
             )
         )
     system = draw(st.sampled_from([None, "be brief"]))
-    return LoopSpec(system=system, tools=tools, guards=guards, stop_when=stop_when, max_tokens=512)
+    compaction = draw(st.sampled_from(COMPACTIONS)) if guards.context_window else None
+    return LoopSpec(
+        system=system,
+        tools=tools,
+        guards=guards,
+        stop_when=stop_when,
+        max_tokens=512,
+        models=models,
+        prices=PRICES if models else {},
+        compaction=compaction,
+    )
 
 
 def draw_call(data: st.DataObject, call_id: str, names: list[str]) -> ToolCall:
@@ -186,6 +216,7 @@ class Run:
         self.usage = Usage()
         self.turn_replies = 0
         self.calm = False
+        self.unmetered = False  # replies carry no usage: the loop counts the context itself
 
     @property
     def state(self) -> Any:
@@ -264,9 +295,24 @@ class Run:
         st_ = self.state
         request = c.request
         validate_history(request.messages)
-        assert list(request.messages) == st_.messages, "a request shows the whole ledger"
+        sent = list(request.messages)
+        if not st_.compactions and request.purpose is not Purpose.summarize:
+            assert sent == st_.messages, "a request shows the whole ledger"
+        else:  # compacted: replies are sent whole, the older ones left out, never changed
+            replies = [m for m in st_.messages if type(m) is AssistantMessage]
+            shown = [m for m in sent if type(m) is AssistantMessage]
+            at = next((i for i, m in enumerate(replies) if shown and m is shown[0]), 0)
+            assert replies[at : at + len(shown)] == shown, "replies are sent whole, in a run"
+            if request.purpose is not Purpose.summarize:
+                assert at + len(shown) == len(replies), "only the older replies are left out"
         assert (request.system, request.max_tokens) == (self.spec.system, self.spec.max_tokens)
-        if request.purpose is Purpose.finalize:
+        models = self.spec.models
+        assert request.model == (models[st_.model_index] if models else None)
+        if request.purpose is Purpose.summarize:
+            assert st_.phase == "compacting" and request.tool_choice == "none"
+            assert request.messages[-1] == UserMessage(self.spec.compaction.prompt)  # type: ignore[union-attr]
+            assert tuple(request.tools) == self.spec.tools
+        elif request.purpose is Purpose.finalize:
             assert tuple(request.tools) == ()
             assert request.messages[-1] == UserMessage(self.spec.guards.finalize_prompt)
             assert st_.phase == "finalizing" and st_.stop_reason in BUDGET_REASONS
@@ -428,9 +474,11 @@ def world_step(data: st.DataObject, run: Run) -> Observation:
         n = data.draw(st.sampled_from([1, 1, 1, 1, 2, 2, 2, 0, 2, 3, 3, 3, 1]))
         calls = [draw_call(data, run.new_call_id(), names) for _ in range(max(n, calm))]
         response = draw_response(data, calls, calm=calm)
+        if run.unmetered:
+            response = msgspec.structs.replace(response, usage=Usage())
         return ModelReplied(command.id, response, now=now)
     if type(command) is RunTool:
-        content = data.draw(st.sampled_from(["ok", "boom", "42"]))
+        content = data.draw(st.sampled_from(["ok", "boom", "42", "ok " * 200]))
         return ToolReturned(command.id, content, content == "boom", now=now)
     if data.draw(st.integers(0, 2)) < 2:
         return Approved(command.id, now=now)

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from turnstile.core import (
     Approved,
+    AssistantMessage,
     Cancelled,
+    Compaction,
     Denied,
     Guards,
     Loop,
@@ -23,10 +25,14 @@ from turnstile.core import (
     Started,
     Tick,
     ToolCall,
+    ToolResult,
+    ToolResults,
     ToolReturned,
     ToolSpec,
     ToolStarted,
     TurnCountIs,
+    Usage,
+    UserMessage,
     mermaid,
 )
 from turnstile.core._machine import ACCEPTS, MACHINE, NEXT, PHASES, TABLE, trigger
@@ -150,8 +156,13 @@ class Scenario:
 
     def __init__(self, seen: set[Move], **guards: Any) -> None:
         stop_when = guards.pop("stop_when", ())
+        compaction = guards.pop("compaction", None)
         limits = {"deadline_s": 10.0, "max_turns": None, **guards}
-        spec = LoopSpec(tools=TOOLS, guards=Guards(**limits), stop_when=stop_when)
+        if compaction is not None:  # a window small enough to fill in a few turns
+            limits.update(context_window=1_000, reserve_tokens=0)
+        spec = LoopSpec(
+            tools=TOOLS, guards=Guards(**limits), stop_when=stop_when, compaction=compaction
+        )
         self.loop = Loop(spec)
         self.machine = Machine(seen)
         self.now = 0.0
@@ -169,19 +180,24 @@ class Scenario:
         self.now = LATE if late else self.now + 1.0
         return self.now
 
-    def start(self) -> Scenario:
-        self._step(Started, lambda: self.loop.start("go", self._at(False)))
+    def start(self, prompt: Any = "go") -> Scenario:
+        self._step(Started, lambda: self.loop.start(prompt, self._at(False)))
         return self
 
-    def reply(self, *tools: str, stop: ModelStop | None = None, late: bool = False) -> Scenario:
+    def reply(
+        self, *tools: str, stop: ModelStop | None = None, late: bool = False, text: str = ""
+    ) -> Scenario:
         self.turn += 1
         calls = [ToolCall(f"{t}{self.turn}", t, {"n": self.turn}) for t in tools]
-        obs = ModelReplied(self.model, reply(*calls, stop=stop), now=self._at(late))
+        # without usage, the loop counts the context by its own estimate (about 3 bytes a token)
+        usage = Usage() if self.loop.spec.compaction is not None else Usage(10, 5)
+        response = reply(*([text] if text else []), *calls, stop=stop, usage=usage)
+        obs = ModelReplied(self.model, response, now=self._at(late))
         self._step(ModelReplied, lambda: self.loop.send(obs))
         return self
 
-    def result(self, tool: str, late: bool = False) -> Scenario:
-        obs = ToolReturned(f"{tool}{self.turn}", "ok", now=self._at(late))
+    def result(self, tool: str, late: bool = False, size: int = 0) -> Scenario:
+        obs = ToolReturned(f"{tool}{self.turn}", "x" * size or "ok", now=self._at(late))
         self._step(ToolReturned, lambda: self.loop.send(obs))
         return self
 
@@ -279,6 +295,44 @@ def scenarios(seen: set[Move]) -> list[Scenario]:
     # finalizing
     new(max_turns=1).start().reply("nope").tick().fail().fail(retryable=False)
     new(max_turns=1).start().reply("nope").cancel()
+    # compacting: the window (1,000 tokens) fills, and the older turns are summarized first
+    summarize = {"compaction": Compaction(strategy="summarize", keep_turns=1)}
+    big, half = 2_400, 1_500  # a result of about 800 tokens, 500 tokens
+    given = [
+        UserMessage("go"),
+        AssistantMessage([ToolCall("x", "a", {})]),
+        ToolResults([ToolResult("x", "x" * big)]),
+        AssistantMessage(reply("seen").content),
+        UserMessage("more"),
+    ]
+    new(**summarize).start(given).reply(text="so far").reply()
+    new(**summarize).start().reply("a").result("a", size=half).reply().start("y" * 1_000)
+    new(**summarize).start().reply("a").result("a", size=half).reply(
+        text="y" * half, stop=ModelStop.pause
+    )
+    new(**summarize).start().reply("a").result("a", size=big).reply("a").started("a").resumed()
+    new(**summarize).start().reply("a").result("a", size=big).reply("h").deny("h").cancel()
+    twice = new(**summarize).start().reply("a").result("a", size=half).reply("a").result("a")
+    twice.reply("a").result("a", size=1_200).reply(text="y" * half).reply(text="short").cancel()
+
+    def compacting(**guards: Any) -> Scenario:
+        return (
+            new(**summarize, **guards)
+            .start()
+            .reply("a")
+            .result("a")
+            .reply("a")
+            .result("a", size=big)
+        )
+
+    compacting().tick().fail().resumed().fail(retryable=False)
+    compacting().fail(late=True)
+    compacting().reply(text="summary", late=True)
+    compacting(stop_when=(lambda state: bool(state.compactions),)).reply(text="summary")
+    for guards in ({}, no_finalize):
+        compacting(**guards).tick(late=True)
+        compacting(**guards).resumed(late=True)
+    compacting(**no_finalize).reply(text="summary", late=True)
     return made
 
 

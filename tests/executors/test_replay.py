@@ -51,6 +51,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FINISHES = {
     "anthropic/cache_off.json": StopReason.completed,
     "anthropic/chart.json": StopReason.completed,
+    "anthropic/fallback.json": StopReason.completed,
     "anthropic/final_answer.json": StopReason.finish_tool,
     "anthropic/finalize.json": StopReason.max_turns,
     "anthropic/malformed_args.json": StopReason.completed,

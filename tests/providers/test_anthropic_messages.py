@@ -121,9 +121,14 @@ def replay(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], Finish]:
         now += 1.0
         match commands.popleft():
             case CallModel(id=command_id, request=request):
-                requests.append(encode(request, model=spec_json["model"], **options))
+                # a request naming its model (a fallback) goes to that one, as a Client sends it
+                model = request.model or spec_json["model"]
+                requests.append(encode(request, model=model, **options))
                 response = next(responses)
                 try:
+                    if response["status"] != 200:  # an HTTP error: the SDK raises, as it says
+                        retry = response["headers"].get("x-should-retry") == "true"
+                        raise ProviderError("overloaded_error", "HTTP error", retryable=retry)
                     if "sse" in response:
                         reply = accumulate(parse_sse(response["sse"]))
                     else:
@@ -231,6 +236,7 @@ FINISHES = {
     "final_answer.json": StopReason.finish_tool,
     "native_output.json": StopReason.completed,
     "prefill.json": StopReason.completed,
+    "fallback.json": StopReason.completed,
 }
 
 # Deliberate departures from the SDK's types, each with the value that makes the body conform: the
@@ -280,8 +286,12 @@ def test_every_recorded_response_has_the_sdks_shape(name: str) -> None:
             "/v1/messages",
         )
         response = exchange["response"]
-        assert set(response["headers"]) == {"content-type", "request-id"}
         assert response["headers"]["request-id"].startswith("req_")
+        if response["status"] != 200:  # the errors page's shape, and whether to retry
+            assert set(response["headers"]) == {"content-type", "request-id", "x-should-retry"}
+            ErrorResponse.model_validate(response["body"])
+            continue
+        assert set(response["headers"]) == {"content-type", "request-id"}
         if trace["loop"]["stream"]:
             assert response["headers"]["content-type"].startswith("text/event-stream")
             assert response["sse"].startswith("event: message_start\n")
