@@ -22,7 +22,9 @@ def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> 
     installs = {
         "anthropic": ("anthropic", "httpx2"),
         "openai": ("openai", "httpx2"),
-        "all": ("anthropic", "openai", "httpx2", "trio"),
+        "aio": ("anyio", "sniffio"),
+        "trio": ("trio", "anyio", "sniffio"),
+        "all": ("anthropic", "openai", "httpx2", "trio", "anyio", "sniffio"),
     }
     missing = (error.name or "").partition(".")[0]
     if missing not in installs.get(extra, (extra,)):
