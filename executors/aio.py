@@ -161,7 +161,8 @@ async def updates(
     def show(update: Update) -> None:
         if given is not None:
             given(update)
-        send.send_nowait(update)
+        with contextlib.suppress(anyio.BrokenResourceError):  # the block was left: no one reads
+            send.send_nowait(update)
 
     async def drive() -> None:
         with send:

@@ -156,9 +156,7 @@ class WireClient:
         except Exception as exc:
             _reraise(exc)
 
-    def _deltas(
-        self, extra: Callable[[Delta], object] | None
-    ) -> Callable[[Delta], object] | None:
+    def _deltas(self, extra: Callable[[Delta], object] | None) -> Callable[[Delta], object] | None:
         """Who sees a call's deltas: the client's `on_delta`, the call's, or both."""
         own = self.on_delta
         if extra is None or own is None:
