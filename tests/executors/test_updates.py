@@ -146,7 +146,7 @@ def test_a_denied_call_is_announced_then_finished_and_a_waiting_one_only_announc
     )
     finished_once(updates)
     assert [
-        type(u).__name__ for u in updates if isinstance(u, _TOOL_UPDATES + (ApprovalNeeded,))
+        type(u).__name__ for u in updates if isinstance(u, (*_TOOL_UPDATES, ApprovalNeeded))
     ] == [
         "ApprovalNeeded",
         "ApprovalNeeded",
