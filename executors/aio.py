@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __all__ = ["Updates", "run", "updates"]
 
+import asyncio
 import contextlib
 import functools
 import inspect
@@ -113,7 +114,7 @@ async def run(
             runner,
             prompt,
             resumed,
-            clock or anyio.current_time,
+            clock or _event_loop_clock(),
             journaled,
             on_event,
             on_update,
@@ -203,6 +204,17 @@ class _Inbox:
         return self._items.popleft()
 
 
+def _event_loop_clock() -> Callable[[], float]:
+    """The running event loop's own clock, the one anyio's deadlines use (`anyio.current_time`
+    finds it again at every call)."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:  # not asyncio: trio
+        import trio
+
+        return trio.current_time
+
+
 def _is_async(fn: Callable[..., object]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004  # an object whose __call__ is async
@@ -249,6 +261,8 @@ class _Driver:
         self.armed_for: float | None = None  # the deadline the alarm waits for
         self.rearm: anyio.Event | None = None  # set to make the alarm read the deadline again
         self.on_step: Callable[[Command | Observation], None] | None = None
+        self.inline_key: str | None = None  # the work this task awaits itself, if any
+        self.inline_scope = anyio.CancelScope()  # ...and its scope
         self.waiting: list[AwaitApproval] = []
         self.finish: Finish | None = None
         self.complete = self._client(model, record.delta)
@@ -313,6 +327,23 @@ class _Driver:
             decision = await decision
         return answer(command, decision, self.now())
 
+    async def inline(self) -> None:
+        """Await the work handed out alone, and what follows it alone, in this task: one cancel
+        scope for the lot, cancelled only if the alarm's `Tick` makes the work under way
+        stale (then the loop has moved on without its result)."""
+        launch, step = self.launch, self.step
+        self.inline_scope = scope = anyio.CancelScope()
+        with scope:
+            while self.finish is None and len(launch) == 1 and not self.tasks:
+                key, work = launch.pop()
+                self.inline_key = key
+                obs = await work()
+                if self.inline_key != key:
+                    break  # the alarm gave up on it as it came back
+                self.inline_key = None
+                step(obs)
+        self.inline_key = None
+
     async def task(self, key: str, scope: anyio.CancelScope, work: Work) -> None:
         with scope:
             self.inbox.put(key, await work())
@@ -360,12 +391,15 @@ class _Driver:
     def abandon_stale(self) -> None:
         """Cancel work whose result the loop no longer waits for (it finished, or a guard gave
         up on a running round)."""
-        tasks = self.tasks
-        if not tasks:
+        tasks, inline = self.tasks, self.inline_key
+        if not tasks and inline is None:
             return
         wanted = self.loop.outstanding_ids()
         for key in [k for k in tasks if k not in wanted]:
             tasks.pop(key).cancel()
+        if inline is not None and inline not in wanted:
+            self.inline_key = None
+            self.inline_scope.cancel()
 
     async def alarm(self) -> None:
         """Wake the loop when its deadline is due, even while every task is still busy. The
@@ -403,12 +437,7 @@ class _Driver:
                     group.start_soon(self.alarm)
                 while self.finish is None:
                     if len(launch) == 1 and not tasks:
-                        key, work = launch.pop()
-                        tasks[key] = scope = anyio.CancelScope()
-                        with scope:
-                            obs = await work()
-                        if tasks.pop(key, None) is not None:
-                            self.step(obs)
+                        await self.inline()
                         continue
                     for key, work in launch:
                         tasks[key] = scope = anyio.CancelScope()
