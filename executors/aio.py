@@ -404,21 +404,22 @@ class _Driver:
     async def alarm(self) -> None:
         """Wake the loop when its deadline is due, even while every task is still busy. The
         deadline moves as the run goes (time spent waiting only for a person does not count),
-        so `step` re-arms this when it does; a deadline a `Tick` was just sent for, which did
-        not end the run, is not waited for again."""
-        ticked: float | None = None
+        so `step` re-arms this when it does; a `Tick` goes out only once the loop says its
+        deadline has passed."""
+        loop, now = self.loop, self.now
         while True:
-            deadline = self.armed_for = self.loop.next_deadline()
+            deadline = self.armed_for = loop.next_deadline()
             self.rearm = rearm = anyio.Event()
-            if deadline is None or deadline == ticked:
+            if deadline is None:
                 await rearm.wait()
                 continue
-            with anyio.CancelScope(deadline=anyio.current_time() + deadline - self.now()):
+            wait = max(deadline - now(), 1e-6)  # never a busy loop on a clock's rounding
+            with anyio.CancelScope(deadline=anyio.current_time() + wait):
                 await rearm.wait()
                 continue
-            ticked = deadline
-            self.step(Tick(now=self.now()))
-            self.inbox.wake()
+            if loop.deadline_passed(now()):
+                self.step(Tick(now=now()))
+                self.inbox.wake()
 
     async def drive(self, on_step: Callable[[Command | Observation], None] | None) -> Run:
         """Carry out the loop's commands until it finishes or only approvals are left. Work
