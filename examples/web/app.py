@@ -7,7 +7,9 @@ request and streams what it does to the page as server-sent events.
 executor, `aio.updates`) and sends each `Update` as an event named by its type, its JSON as
 data. The user the app knows the request by reaches the tool as its run's `deps`, never the
 model. With `OPENAI_API_KEY` set the agent asks OpenAI (streaming, so text arrives as deltas);
-without it, a scripted model answers, so the example runs offline.
+without it, a scripted model answers, so the example runs offline. A client that goes away
+makes `send` fail, which leaves the `updates` block and so cancels the run (it finishes
+`cancelled`, its state valid).
 """
 
 from __future__ import annotations
@@ -117,8 +119,6 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 async def _ask(send: Send, question: str, user: User) -> None:
-    """Stream the run's updates; a client that goes away ends the sending, which leaves the
-    `updates` block and so cancels the run (it finishes `cancelled`, its state valid)."""
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     model = model_for(dict(os.environ))

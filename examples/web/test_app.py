@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -61,3 +63,10 @@ def test_ask_streams_the_run_as_server_sent_events(monkeypatch: Any) -> None:
     finished = got[-1][1]
     assert isinstance(finished, RunFinished)
     assert '"查询者":"ada"' in str(finished.output)  # the tool saw the request's user
+
+
+def test_the_readme_shows_this_example_s_own_code() -> None:
+    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    section = readme.split("## In an asyncio app", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    assert snippet.strip() in (Path(__file__).parent / "app.py").read_text()
