@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from turnstile.core import ModelError, ModelRequest, ModelResponse, Text
 from turnstile.providers import Delta, TextDelta
 
+from ._protocols import takes
+
 
 class ScriptedModel:
     """Replies with the next item of `script` (a `ModelError` in it is raised instead), or with
@@ -37,8 +39,8 @@ class ScriptedModel:
     async def acomplete(
         self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
     ) -> ModelResponse:
-        if on_delta is None:
-            return self.complete(request)
+        if on_delta is None or not takes(self.complete, "on_delta"):
+            return self.complete(request)  # a `complete` of its own, written without deltas
         return self.complete(request, on_delta=on_delta)
 
     def _reply(self, request: ModelRequest) -> ModelResponse:

@@ -51,6 +51,7 @@ from turnstile.core import (
 
 try:
     import anyio
+    import anyio.from_thread
     import anyio.to_thread
 except ModuleNotFoundError as error:
     from turnstile.providers._optional import missing_extra
@@ -280,7 +281,8 @@ class _Driver:
             return lambda c: method(c.request)
         sync: Callable[..., Any] = cast(ModelClient, model).complete
         if on_delta is not None and takes(sync, "on_delta"):
-            sync = functools.partial(sync, on_delta=on_delta)
+            show = on_delta  # the deltas come from the worker thread: shown on the event loop's
+            sync = functools.partial(sync, on_delta=lambda d: anyio.from_thread.run_sync(show, d))
         return lambda c: anyio.to_thread.run_sync(sync, c.request, abandon_on_cancel=True)
 
     # -- the work of one command -------------------------------------------------------------

@@ -292,3 +292,16 @@ def test_deps_reach_async_and_sync_tools_and_nothing_else(backend: str) -> None:
     assert b"ada-secret" not in run.loop.dump()
     assert all("ada-secret" not in repr(r) for r in model.requests)
     assert "context" not in whoami.spec.parameters["properties"]
+
+
+def test_without_anyio_the_executor_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "anyio", None)  # import anyio -> ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "turnstile.executors.aio")
+    needs = r"turnstile.executors.aio needs the anyio package: pip install 'turnstile\[aio\]'"
+    with pytest.raises(ImportError, match=needs):
+        importlib.import_module("turnstile.executors.aio")

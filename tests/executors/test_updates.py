@@ -3,6 +3,7 @@ executor, every announced call finished once, and the deltas of a streamed reply
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,49 @@ def test_on_event_still_sees_the_journal_s_events_beside_the_updates() -> None:
     )
     assert events == run.state.events
     assert updates[-1] == RunFinished(StopReason.completed, "ok")
+
+
+class SyncOnly:
+    """A sync client that streams: its deltas come from the worker thread it runs in."""
+
+    def __init__(self) -> None:
+        self.scripted = ScriptedModel([ANSWER])
+        self.threads: set[int] = set()
+
+    def complete(self, request: Any, *, on_delta: Any = None) -> ModelResponse:
+        self.threads.add(threading.get_ident())
+        return self.scripted.complete(request, on_delta=on_delta)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_deltas_of_a_sync_client_reach_the_caller_on_the_event_loop_s_thread(backend: str) -> None:
+    seen: list[tuple[int, Update]] = []
+    model = SyncOnly()
+
+    async def main() -> Any:
+        async with aio.updates(LoopSpec(), "hi", model=model) as stream:
+            async for update in stream:
+                seen.append((threading.get_ident(), update))
+        return stream.run
+
+    run = anyio.run(main, backend=backend)
+    assert run.stop_reason is StopReason.completed
+    assert TextDelta(0, "ok") in [u for _, u in seen]
+    assert {thread for thread, _ in seen} == {threading.get_ident()}
+    assert threading.get_ident() not in model.threads
+
+
+class OwnComplete(ScriptedModel):
+    """A scripted model whose `complete` was written before deltas."""
+
+    def complete(self, request: Any) -> ModelResponse:  # type: ignore[override]
+        return super().complete(request)
+
+
+def test_a_model_written_without_deltas_still_runs_with_on_update() -> None:
+    updates: list[Update] = []
+    run = run_async(
+        lambda: aio.run(LoopSpec(), "hi", model=OwnComplete([ANSWER]), on_update=updates.append)
+    )
+    assert run.stop_reason is StopReason.completed
+    assert [type(u) for u in updates] == [ModelCallStarted, ModelCallFinished, RunFinished]
