@@ -290,7 +290,7 @@ class _Driver:
     async def model_call(self, command: CallModel) -> Observation:
         now = self.now
         if command.not_before is not None:  # on the clock that stamps observations
-            await anyio.sleep(command.not_before - now())
+            await anyio.sleep(max(command.not_before - now(), 0.0))
         self.record.calling(command)
         try:
             response = await self.complete(command)

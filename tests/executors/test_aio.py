@@ -305,3 +305,24 @@ def test_without_anyio_the_executor_names_the_extra_to_install(
     needs = r"turnstile.executors.aio needs the anyio package: pip install 'turnstile\[aio\]'"
     with pytest.raises(ImportError, match=needs):
         importlib.import_module("turnstile.executors.aio")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_retry_whose_time_has_passed_is_sent_at_once(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a clock that moves 10 s at every reading, the 1.5 s a retry waits are over before
+    it is sent: it goes out at once."""
+    retries_wait(monkeypatch, 1.5)
+    readings = iter(range(0, 10_000, 10))
+    model = ScriptedModel(
+        [
+            ModelError("overloaded", retryable=True),
+            ModelResponse([Text("ok")], ModelStop.end_turn, Usage(1, 1)),
+        ]
+    )
+    spec = LoopSpec(guards=Guards(max_model_retries=1))
+    run = under(
+        backend, lambda: aio.run(spec, "hi", model=model, clock=lambda: float(next(readings)))
+    )
+    assert run.stop_reason is StopReason.completed and len(model.requests) == 2
