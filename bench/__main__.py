@@ -11,7 +11,7 @@ import platform
 import sys
 from datetime import date
 
-from . import aio, caching, core, executors, journal, peers, providers
+from . import aio, caching, core, executors, journal, peers, providers, temporal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += aio.rows(sizes, times)
     rows += journal.rows(sizes, times)
     rows += caching.rows(sizes, times)
+    rows += temporal.rows(sizes, times)
     if args.quick:
         rows.append(
             ("peers", "", "skipped in --quick (importing them alone takes seconds)", "", "")

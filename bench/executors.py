@@ -102,10 +102,15 @@ def _verdict(ok: bool, target: str) -> str:
     return f"pass ({target})" if ok else f"MISS ({target})"
 
 
-def _spawn_ms(*flags: str) -> float:
-    """Milliseconds to start this interpreter with `flags` on `-c pass` and reap it."""
+_MSGSPEC = "import sys; sys.path[:] = sys.argv[1].split('\\n'); import msgspec"
+"""What a launcher must do before any isolation: the call's process checks its arguments with
+msgspec, as in-process (a launcher runs `-I -S` with the host's `sys.path`)."""
+
+
+def _spawn_ms(*flags: str, code: str = "pass") -> float:
+    """Milliseconds to start this interpreter with `flags` on `-c code` and reap it."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, *flags, "-c", "pass"], check=True)
+    subprocess.run([sys.executable, *flags, "-c", code, "\n".join(sys.path)], check=True)
     return (time.perf_counter() - start) * 1000
 
 
@@ -130,6 +135,7 @@ def sandbox_rows(rounds: int, warm_calls: int) -> list[Row]:
     short idle time each, and `warm_calls` back to back."""
     spawns: list[float] = []
     bare_spawns: list[float] = []
+    floors: list[float] = []
     cold: list[float] = []
     warm: list[float] = []
     busy: list[float] = []
@@ -140,12 +146,13 @@ def sandbox_rows(rounds: int, warm_calls: int) -> list[Row]:
             gc.collect()
             spawns.append(_spawn_ms())
             bare_spawns.append(_spawn_ms("-I", "-S"))
+            floors.append(_spawn_ms("-I", "-S", code=_MSGSPEC))
             cold.append(_call_ms(cold_box))
             warm += [_call_ms(warm_box, IDLE_S) for _ in range(warm_calls)]
             busy += [_call_ms(warm_box) for _ in range(warm_calls)]
         layers = sum(layer.in_force for layer in warm_box.layers.values())
         of = len(warm_box.layers)
-    bare, no_site = _figure(spawns), _figure(bare_spawns)
+    bare, no_site, floor = _figure(spawns), _figure(bare_spawns), _figure(floors)
     cold_f, warm_f, busy_f = _figure(cold), _figure(warm), _figure(busy)
     return [
         (
@@ -154,6 +161,13 @@ def sandbox_rows(rounds: int, warm_calls: int) -> list[Row]:
             str(bare),
             f"python -I -S -c pass {no_site.median:.2f} → ×{bare.median / no_site.median:.2f}",
             "(the baseline below; -I -S skips site and this venv's .pth hooks)",
+        ),
+        (
+            "spawn + import msgspec ms (-I -S)",
+            str(rounds),
+            str(floor),
+            f"bare spawn {bare.median:.2f} → ×{floor.median / bare.median:.2f}",
+            "(a cold call's floor: its process imports msgspec before any isolation)",
         ),
         (
             "sandbox cold call ms",

@@ -61,6 +61,7 @@ from ._request import OutputFormat as OutputFormat
 from ._request import ServerTool as ServerTool
 from ._request import ToolChoice as ToolChoice
 from ._request import UseTool as UseTool
+from ._round import INTERRUPTED as INTERRUPTED
 from ._spec import HasToolCall as HasToolCall
 from ._spec import LoopSpec as LoopSpec
 from ._spec import StepCountIs as StepCountIs

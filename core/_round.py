@@ -36,6 +36,8 @@ INTERRUPTED = (
     "interrupted: the run stopped while this call was running, so it may or may not have taken "
     "effect. Check before making it again."
 )
+"""The result of a call that started and never returned, unless its tool is replay-safe; an
+executor that loses such a call itself (a Temporal worker that died) gives it too."""
 REUSED = (
     "not run: this call came with the id {0!r} of an earlier call in the same reply. "
     "Make it again, if it is still needed."

@@ -8,6 +8,7 @@ __all__ = [
     "Run",
     "answer",
     "check_model",
+    "check_prompt",
     "model_failed",
     "opened",
     "prepare",
@@ -124,7 +125,7 @@ def renamed_state(loop: Loop | None, state: Loop | None) -> Loop | None:
     return state
 
 
-def _check_prompt(prompt: str | Sequence[Message] | None, resumed: Loop | None) -> None:
+def check_prompt(prompt: str | Sequence[Message] | None, resumed: Loop | None) -> None:
     """A prompt starts a run: on a new loop, an idle one, or a finished one (whose conversation
     it goes on with); a loop still waiting on commands is resumed without one."""
     if resumed is None:
@@ -286,7 +287,7 @@ def prepare(
     if journal is not None and journal.events:
         _journaled_prompt(prompt, journal.events)
         prompt, resumed = None, journal.loop(spec)
-    _check_prompt(prompt, resumed)
+    check_prompt(prompt, resumed)
     if resumed is None:
         return Recorder(Loop(spec), prompt, journal, on_event, on_update), clock
     loop = Loop(spec, resumed.state)

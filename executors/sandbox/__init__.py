@@ -45,6 +45,7 @@ from ._limits import SandboxLimits
 from ._pool import Pool
 from ._probe import probe
 from ._refs import ToolRef, reference
+from ._seccomp import programs
 from ._view import needed_paths
 from ._wire import Call, Prepare, Tree, UnsendableDeps, encode_deps
 from ._workdir import home, remove, workdir
@@ -111,7 +112,8 @@ class Sandbox:
         modules = [ref.path.partition(":")[0] for ref in self._tools.values()]
         needed = needed_paths(modules, limits.writable_paths, network=limits.network)
         calls_home = home() if "workdir_tmpfs" in self._applied else None
-        self._tree = Tree(self._applied, needed, limits, calls_home, where())
+        filters = programs(network=limits.network)
+        self._tree = Tree(self._applied, needed, limits, calls_home, where(), filters)
         self._removes_home = weakref.finalize(self, remove, calls_home) if calls_home else None
         self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 

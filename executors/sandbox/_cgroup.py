@@ -15,8 +15,9 @@ memory, pids and cpuacct hierarchies). Either needs root or a cgroup delegated t
 
 from __future__ import annotations
 
-__all__ = ["Cgroup", "Hierarchy", "remove_leftovers", "where"]
+__all__ = ["Cgroup", "Hierarchy", "remove_leftovers", "sweep", "where"]
 
+import contextlib
 import errno
 import functools
 import itertools
@@ -90,9 +91,35 @@ def _v2(own: str, at_root: bool) -> Hierarchy:
     return Hierarchy(2, (base,))
 
 
+def _pid_of(entry: str) -> int | None:
+    """The launcher's pid in a call's cgroup's name, None if it is not one."""
+    parts = entry.split("-")
+    if len(parts) < 3 or parts[0] != "turnstile" or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def sweep(where: Hierarchy) -> None:
+    """Remove the cgroups that launchers no longer running left (killed, with their host, before
+    they could): a cgroup is removed only once empty, so those still in use stay."""
+    for d in where.dirs:
+        for entry in os.listdir(d):
+            pid = _pid_of(entry)
+            if pid is not None and not os.path.exists(f"/proc/{pid}"):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(d, entry))
+
+
 @functools.cache
 def hierarchy() -> Hierarchy:
-    """Where this machine lets calls have cgroups; `OSError` saying why if nowhere."""
+    """Where this machine lets calls have cgroups (swept once per process); `OSError` saying
+    why if nowhere."""
+    found = _find()
+    sweep(found)
+    return found
+
+
+def _find() -> Hierarchy:
     mounts = _mounts()
     own: dict[str, str] = {}
     for line in _read("/proc/self/cgroup").splitlines():
@@ -130,7 +157,9 @@ class Cgroup:
 
     def __init__(self, where: Hierarchy, limits: SandboxLimits) -> None:
         self.version = where.version
-        name = f"turnstile-{os.getpid()}-{next(_names)}"
+        # the launcher's pid and a count, and a random part: a pid comes back (a killed
+        # launcher's cgroups may still be there, `sweep` has not run yet) and counts restart
+        name = f"turnstile-{os.getpid()}-{next(_names)}-{os.urandom(4).hex()}"
         self.dirs = tuple(os.path.join(d, name) for d in where.dirs)
         self._start = 0.0
         made = []
@@ -168,9 +197,13 @@ class Cgroup:
         _write(os.path.join(pids, "pids.max"), str(limits.processes + 1))  # and its init
 
     def join(self) -> None:
-        """Move this process (the call's init, before it forks) into the cgroup."""
+        """Move this process (the call's init, before it forks) into the cgroup. On v1, a
+        process of one thread moves its thread (`tasks`): moving a whole process takes a lock
+        every fork on the machine takes, and waits an RCU grace period for it (~15 ms here, a
+        tree not ready for a call coming soon after the last)."""
+        single = self.version == 1 and len(os.listdir("/proc/self/task")) == 1
         for d in self.dirs:
-            _write(os.path.join(d, "cgroup.procs"), "0")
+            _write(os.path.join(d, "tasks" if single else "cgroup.procs"), "0")
 
     def _cpu_s(self) -> float:
         text = os.pread(self._usage, 4096, 0).decode()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from turnstile.core import ToolOutcome, text_of
 
 from ._cgroup import remove_leftovers
+from ._image import image_fd
 from ._limits import SandboxLimits
 from ._verdict import (
     exit_message,
@@ -49,17 +50,42 @@ from ._wire import (
     send,
 )
 
-# The packages' __init__s import the sync executor, the whole core (the loop
+# The launcher imports its modules and the core's from the image (see `_image`), before anything
+# of the host's path. The packages' __init__s import the sync executor, the whole core (the loop
 # and its `transitions` machine among it) and this host side; the launcher needs none of that,
 # only a few modules of each (its modules import the core's submodules, never the package). It
 # imports those under bare package objects, then drops these so that a tool importing
 # `turnstile.core` still gets the real package, made of the same submodules.
 _BOOT = """\
-import importlib.util, sys
-sys.path[:] = sys.argv[2].split("\\n")
+import marshal, os, sys
+from importlib.machinery import ModuleSpec
+from importlib.util import module_from_spec
+sys.path[:] = sys.argv[3].split("\\n")
+fd = int(sys.argv[2])
+image = marshal.loads(os.pread(fd, os.fstat(fd).st_size, 0))
+os.close(fd)
+class Image:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name not in image:
+            return None
+        origin, package, _ = image[name]
+        spec = ModuleSpec(name, cls, origin=origin, is_package=package)
+        spec.has_location = True
+        if package:
+            spec.submodule_search_locations.append(os.path.dirname(origin))
+        return spec
+    def create_module(spec):
+        return None
+    def exec_module(module):
+        exec(image[module.__name__][2], module.__dict__)
+sys.meta_path.insert(0, Image)
+if sys.flags.no_site:
+    import builtins
+    builtins.exit = builtins.quit = sys.exit
 packages = ("turnstile.core", "turnstile.executors", "turnstile.executors.sandbox")
 for name in packages:
-    sys.modules[name] = importlib.util.module_from_spec(importlib.util.find_spec(name))
+    sys.modules[name] = module_from_spec(Image.find_spec(name))
 from turnstile.executors.sandbox._launcher import main
 for name in packages:
     del sys.modules[name]
@@ -89,6 +115,21 @@ def _exits_within(pid: int, timeout_s: float) -> bool:
         os.close(handle)
 
 
+_PLAIN_FINDERS = {"_frozen_importlib", "_frozen_importlib_external", "_distutils_hack"}
+"""Modules of the import finders a plain interpreter has (and setuptools' shim for distutils)."""
+
+
+def _site_hooks() -> bool:
+    """Whether this interpreter imports through finders a plain one lacks (a `.pth` file's
+    editable-install finder, say, which `site` installs): a launcher then runs `site` too.
+    Otherwise it skips `site` (`-S`): it is given the host's `sys.path` whole, and `site` would
+    only slow its start."""
+    return any(
+        getattr(finder, "__module__", type(finder).__module__) not in _PLAIN_FINDERS
+        for finder in sys.meta_path
+    )
+
+
 def host_sys_path() -> tuple[str, ...]:
     """This interpreter's `sys.path` with the current directory made absolute."""
     return tuple(os.path.abspath(p) if p in ("", ".") else p for p in sys.path)
@@ -101,13 +142,15 @@ class Launcher:
     def __init__(self, sys_path: tuple[str, ...], prepare: Prepare | None = None) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         flags = ["-B"] if sys.dont_write_bytecode else []
-        argv = [sys.executable, "-I", *flags, "-c", _BOOT, str(theirs.fileno())]
+        flags += [] if _site_hooks() else ["-S"]
+        image = image_fd()
+        argv = [sys.executable, "-I", *flags, "-c", _BOOT, str(theirs.fileno()), str(image)]
         try:
             self.process = subprocess.Popen(
                 [*argv, "\n".join(sys_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(), image),
                 start_new_session=True,
                 env=_ENV,
                 cwd="/",

@@ -227,8 +227,7 @@ class _Tree:
 def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool) -> _Tree:
     """Fork a call's init (into a new pid namespace if wanted), which closes every descriptor
     of the launcher's; a tree made `ahead` of its call readies itself while it waits."""
-    with contextlib.suppress(OSError):
-        seccomp.compiled(network=kind.limits.network)  # once per launcher; trees inherit it
+    seccomp.adopt(kind.limits.network, kind.filters)  # trees inherit them
     layers = dict(own)
     cgroup = None
     if "cgroup" in kind.layers:

@@ -17,6 +17,7 @@ from ._cgroup import where
 from ._host import Launcher, exchange, host_sys_path
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
+from ._seccomp import programs
 from ._view import needed_paths
 from ._wire import Call, Report, Tree
 from ._workdir import home, remove, workdir
@@ -31,7 +32,9 @@ def probe(network: bool) -> dict[str, Layer]:
     # its home is a writable path too, so that its call binds a path into its root as a real
     # call's does, and keeps its tmpfs on top
     limits = SandboxLimits(network=network, writable_paths=(calls_home,))
-    tree = Tree(LAYERS, needed_paths((), limits.writable_paths), limits, calls_home, where())
+    needed = needed_paths((), limits.writable_paths)
+    filters = programs(network=limits.network)
+    tree = Tree(LAYERS, needed, limits, calls_home, where(), filters)
     with workdir(os.geteuid() == 0, False) as (path, uid):
         call = Call(
             tool="",

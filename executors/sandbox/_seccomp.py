@@ -8,14 +8,14 @@ netlink, packet, crypto and every other family do not exist for it (EAFNOSUPPORT
 network is ENETUNREACH, which reads as "no network"). Other architectures' syscall tables are
 refused by libseccomp's default (the process is killed).
 
-libseccomp compiles the rules to BPF programs once per process tree (`compiled`, which the
-launcher calls before it forks); each call's process then installs those same programs, as
-`seccomp_load` would, with one `prctl` each.
+libseccomp compiles the rules to BPF programs once, in the host (`programs`); a launcher is
+handed them (`adopt`), and each call's process installs those same programs, as `seccomp_load`
+would, with one `prctl` each: no call pays for libseccomp.
 """
 
 from __future__ import annotations
 
-__all__ = ["compiled", "load", "version"]
+__all__ = ["Programs", "adopt", "load", "programs", "version"]
 
 import ctypes
 import errno
@@ -154,18 +154,40 @@ def _compile(lib: ctypes.CDLL, name: str, network: bool) -> tuple[bytes, str]:
     return program, f"libseccomp {version()}: {detail}"
 
 
+Programs = dict[str, tuple[bytes, str]]
+"""Each filter's name: its BPF program and what it refuses."""
+
+_adopted: dict[bool, Programs] = {}
+
+
 @functools.cache
-def compiled(*, network: bool) -> dict[str, tuple[bytes, str]]:
-    """Each filter ("seccomp", "socket_families") as a BPF program (libseccomp's
-    `seccomp_export_bpf`), and what it refuses. Cached: a process that forks calls it first,
-    so that its children only install them."""
+def _compiled(network: bool) -> Programs:
     lib = _library()
     return {name: _compile(lib, name, network) for name in _FILTERS}
+
+
+def programs(*, network: bool) -> Programs | str:
+    """Each filter ("seccomp", "socket_families") as a BPF program (libseccomp's
+    `seccomp_export_bpf`), or why they cannot be made. Compiled once per process."""
+    try:
+        return _compiled(network)
+    except OSError as e:
+        return e.strerror or str(e)
+
+
+def adopt(network: bool, given: Programs | str) -> None:
+    """Install `given` (from the host's `programs`) as the filters `load` installs, so that
+    this process and its children need not load libseccomp."""
+    if not isinstance(given, str):
+        _adopted[network] = given
 
 
 def load(name: str, *, network: bool) -> str:
     """Install filter `name` on this process (inherited by all it starts); says what it
     refuses."""
-    program, detail = compiled(network=network)[name]
+    found = _adopted.get(network) or programs(network=network)
+    if isinstance(found, str):
+        raise OSError(errno.ENOENT, found)
+    program, detail = found[name]
     install_seccomp_filter(program)
     return detail

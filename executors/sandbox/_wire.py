@@ -82,14 +82,15 @@ class Tree(msgspec.Struct, frozen=True):
     """What a call's process tree is made for: calls applying `layers` within `limits` whose
     root holds `needed` of the host (see `_view.needed_paths`), with their work dirs below
     `home` (the path in that root the tree covers with the call's tmpfs; None without one)
-    and their cgroups in `cgroups` (or why they cannot have one). The same for every call of
-    a sandbox."""
+    and their cgroups in `cgroups` (or why they cannot have one), with the seccomp `filters`
+    the host compiled (or why it could not). The same for every call of a sandbox."""
 
     layers: tuple[str, ...]
     needed: tuple[str, ...]
     limits: SandboxLimits
     home: str | None = None
     cgroups: Hierarchy | str = "not asked for"
+    filters: dict[str, tuple[bytes, str]] | str = "not asked for"
 
 
 class Start(msgspec.Struct, tag="start", frozen=True):

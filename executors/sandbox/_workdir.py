@@ -81,10 +81,33 @@ def remove(path: str) -> bool:
     return not os.path.lexists(path)
 
 
+def _prefix() -> str:
+    return f"turnstile-sandbox-{os.getpid()}-"
+
+
+def _sweep() -> None:
+    """Remove the dirs that processes no longer running left (killed with -9, their sandboxes
+    never closed): ours, named after a pid that is gone."""
+    parent = tempfile.gettempdir()
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            parts = entry.name.split("-")
+            if len(parts) < 4 or parts[:2] != ["turnstile", "sandbox"] or not parts[2].isdigit():
+                continue
+            if os.path.exists(f"/proc/{parts[2]}"):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid == os.geteuid() and entry.is_dir(
+                    follow_symlinks=False
+                ):
+                    remove(entry.path)
+
+
 def home() -> str:
     """A sandbox's home: an empty private directory at whose path its calls' trees mount
-    their tmpfs."""
-    return tempfile.mkdtemp(prefix="turnstile-sandbox-")
+    their tmpfs. Made after sweeping what killed processes left."""
+    _sweep()
+    return tempfile.mkdtemp(prefix=_prefix())
 
 
 @contextlib.contextmanager
@@ -95,7 +118,7 @@ def workdir(separate_uid: bool, on_host: bool) -> Iterator[tuple[str, int | None
     path = ""
     try:
         if on_host:
-            path = tempfile.mkdtemp(prefix="turnstile-sandbox-")
+            path = tempfile.mkdtemp(prefix=_prefix())
             if uid is not None:
                 os.chown(path, uid, uid)
         yield path, uid

@@ -272,3 +272,19 @@ def _never_confined(pid: str) -> bool:
             return "\nNoNewPrivs:\t0\n" in f.read()
     except OSError:
         return False
+
+
+@tool
+def how_turnstile_was_loaded() -> dict[str, str]:
+    """Where the call's process got the core's and the sandbox's modules from, and whether it
+    ran `site`."""
+    import importlib
+
+    core = importlib.import_module("turnstile.core._tools")
+    child = sys.modules["turnstile.executors.sandbox._child"]
+    return {
+        "core": type(core.__spec__.loader).__name__,
+        "child": getattr(child.__spec__.loader, "__name__", "?"),
+        "file": str(core.__file__),
+        "site": str("site" in sys.modules),
+    }

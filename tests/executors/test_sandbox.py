@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -422,3 +423,65 @@ def test_a_closed_sandbox_fails_calls_as_errors() -> None:
     content, is_error = sandbox.run("add", {"a": 1, "b": 2})
     assert is_error and "the sandbox is closed" in content
     assert h.leftovers() == []
+
+
+def test_a_launcher_imports_the_sandbox_and_the_core_from_the_hosts_image() -> None:
+    """A cold call compiles none of turnstile's modules, with or without bytecode caches: the
+    host compiled them once and handed the launcher their code."""
+    content, is_error = run(Sandbox([h.how_turnstile_was_loaded]), "how_turnstile_was_loaded")
+    loaded = msgspec.json.decode(content)
+    assert not is_error
+    assert loaded["child"] == "Image"
+    assert loaded["core"] == "type"  # the `Image` class is its own loader
+    assert loaded["file"].endswith(os.path.join("turnstile", "core", "_tools.py"))
+
+
+def test_a_launcher_skips_site_only_when_the_host_imports_without_other_finders(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnstile.executors.sandbox import _host
+
+    class Plain:  # stands for the finders of a plain interpreter
+        __module__ = "_frozen_importlib_external"
+
+    monkeypatch.setattr(sys, "meta_path", [Plain()])
+    plain = _host._site_hooks()
+    monkeypatch.undo()
+    assert not plain
+    assert _host._site_hooks()  # pytest's assertion rewriter: a finder a plain one lacks
+    content, _ = run(Sandbox([h.how_turnstile_was_loaded]), "how_turnstile_was_loaded")
+    assert msgspec.json.decode(content)["site"] == "True"
+    monkeypatch.setattr(_host, "_site_hooks", lambda: False)
+    content, _ = run(Sandbox([h.how_turnstile_was_loaded]), "how_turnstile_was_loaded")
+    assert msgspec.json.decode(content)["site"] == "False"
+
+
+def test_the_dirs_of_a_killed_host_s_sandboxes_are_removed_by_the_next_one() -> None:
+    """A host killed with -9 leaves its sandboxes' dirs (a home, a call's work dir); the next
+    process to make one removes those of processes no longer running, and no one else's."""
+    import subprocess
+
+    from turnstile.executors.sandbox import _workdir
+
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from turnstile.executors.sandbox import _workdir\n"
+            "import os\nd = _workdir.home()\nopen(os.path.join(d, 'left'), 'w').close()\n"
+            "print(d)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()  # the process exits without removing it, as a killed one would
+    assert os.path.isdir(made)
+    mine = _workdir.home()
+    try:
+        assert not os.path.exists(made)
+        again = _workdir.home()
+        assert os.path.isdir(mine)  # a running process's dir stays
+        _workdir.remove(again)
+    finally:
+        _workdir.remove(mine)
+        _workdir.remove(made)

@@ -167,3 +167,69 @@ def test_a_result_written_by_hand_does_not_survive_a_crash(warm: Sandbox) -> Non
             "its result cannot be trusted",
             True,
         )
+
+
+def test_a_cgroup_left_by_a_killed_launcher_whose_pid_came_back_stops_no_call() -> None:
+    """pids are reused (32,768 of them on many machines): a launcher killed before it could
+    remove its calls' cgroups must not make a later launcher with its pid fail to make its
+    own."""
+    needs("cgroup")
+    from turnstile.executors.sandbox import _cgroup
+
+    hierarchy = _cgroup.hierarchy()
+    taken = [
+        os.path.join(d, f"turnstile-{os.getpid()}-{n}") for d in hierarchy.dirs for n in range(64)
+    ]
+    for d in taken:
+        os.mkdir(d)
+    try:
+        made = _cgroup.Cgroup(hierarchy, SandboxLimits())
+        made.remove()
+    finally:
+        for d in taken:
+            os.rmdir(d)
+
+
+def test_the_empty_cgroups_of_dead_launchers_are_swept() -> None:
+    needs("cgroup")
+    from turnstile.executors.sandbox import _cgroup
+
+    hierarchy = _cgroup.hierarchy()
+    dead = [os.path.join(d, "turnstile-4194305-0-feed") for d in hierarchy.dirs]  # > pid_max
+    alive = [os.path.join(d, f"turnstile-{os.getpid()}-9999-feed") for d in hierarchy.dirs]
+    for d in dead + alive:
+        os.mkdir(d)
+    try:
+        _cgroup.sweep(hierarchy)
+        assert [d for d in dead if os.path.exists(d)] == []
+        assert [d for d in alive if os.path.exists(d)] == alive
+    finally:
+        for d in dead + alive:
+            if os.path.exists(d):
+                os.rmdir(d)
+
+
+def test_joining_a_call_s_cgroup_moves_the_whole_process_in_every_hierarchy() -> None:
+    """init joins by moving its one thread (v1's `tasks`: no global lock, no RCU grace period
+    of ~15 ms); the process is then in the call's cgroup of each hierarchy."""
+    needs("cgroup")
+    from turnstile.executors.sandbox import _cgroup
+
+    made = _cgroup.Cgroup(_cgroup.hierarchy(), SandboxLimits())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            made.join()
+            with open("/proc/self/cgroup") as f:
+                os.write(write, f.read().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        listed = f.read()
+    made.remove()
+    name = os.path.basename(made.dirs[0])
+    joined = [line for line in listed.splitlines() if line.endswith("/" + name)]
+    assert len(joined) == len(made.dirs), listed

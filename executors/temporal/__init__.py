@@ -1,0 +1,27 @@
+"""turnstile.executors.temporal: durable runs on Temporal (`pip install 'turnstile[temporal]'`).
+
+The loop is the workflow's deterministic part; model and tool calls are activities, run by
+workers that know the models by name and the tools by their runner. A worker that dies loses
+nothing: another takes its runs over, and a call that is not replay-safe is never run twice.
+
+    handle = await temporal.start(client, spec, prompt, model="claude", id="run-1")
+    async with temporal.worker(client, models={"claude": claude}, tools=[get_weather]):
+        run = await handle.result()
+"""
+
+try:
+    import temporalio  # noqa: F401
+except ModuleNotFoundError as error:
+    from turnstile.providers._optional import missing_extra
+
+    raise missing_extra(error, "temporal", needed_by="turnstile.executors.temporal") from None
+
+from ._client import LoopHandle as LoopHandle
+from ._client import run as run
+from ._client import start as start
+from ._dev import dev_server as dev_server
+from ._dev import temporal_binary as temporal_binary
+from ._wire import TASK_QUEUE as TASK_QUEUE
+from ._wire import Options as Options
+from ._worker import worker as worker
+from ._workflow import LoopWorkflow as LoopWorkflow

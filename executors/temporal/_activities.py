@@ -1,0 +1,104 @@
+"""The activities a worker runs for its workflows: a model call, a tool call.
+
+They resolve the model by the name the run was started with and the tool by the call's name,
+heartbeat while they wait (so a worker that dies is noticed within the heartbeat timeout) and
+return the observation as bytes; the workflow stamps its time on it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Activities"]
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from typing import TypeVar, cast
+
+from temporalio import activity
+from turnstile.core import (
+    ModelFailed,
+    ModelReplied,
+    ModelRequest,
+    ModelResponse,
+    Observation,
+    RunTool,
+    ToolContext,
+    ToolOutcome,
+    ToolReturned,
+)
+from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
+from turnstile.executors._run import model_failed
+from turnstile.executors._toolbox import Toolbox, caller
+
+from ._wire import MODEL_ACTIVITY, TOOL_ACTIVITY, decode_call_model, decode_run_tool, encode
+
+T = TypeVar("T")
+Model = ModelClient | AsyncModelClient
+
+
+async def _beating(work: Awaitable[T]) -> T:
+    """Await `work`, heartbeating meanwhile; cancelling the activity abandons it."""
+    timeout = activity.info().heartbeat_timeout
+    every = timeout.total_seconds() / 3 if timeout else 10.0
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        task.cancel()
+
+
+def _complete(model: Model, request: ModelRequest) -> Awaitable[ModelResponse]:
+    """An async client's `acomplete`; a sync client's `complete` in a thread (a client with
+    both, such as `ScriptedModel`, counts as sync unless it says `is_async`)."""
+    if getattr(model, "is_async", False) or not isinstance(model, ModelClient):
+        return cast(AsyncModelClient, model).acomplete(request)
+    return asyncio.to_thread(model.complete, request)
+
+
+class Activities:
+    """A worker's model calls (its clients by name) and tool calls (its runner)."""
+
+    def __init__(self, models: Mapping[str, Model], runner: ToolRunner) -> None:
+        self._models = models
+        self._runner = runner
+        self._run_call = caller(runner)
+        self._timeouts = {s.name: s.timeout_s for s in runner.specs if s.timeout_s}
+
+    @activity.defn(name=MODEL_ACTIVITY)
+    async def call_model(self, model: str, command: bytes) -> bytes:
+        call = decode_call_model(command)
+        client = self._models.get(model)
+        obs: Observation
+        if client is None:
+            named = ", ".join(sorted(self._models)) or "none"
+            message = f"this worker has no model named {model!r} (it has {named})"
+            obs = ModelFailed(call.id, message, False, now=0.0)
+        else:
+            try:
+                response = await _beating(_complete(client, call.request))
+            except Exception as e:
+                obs = model_failed(call.id, e, 0.0)
+            else:
+                obs = ModelReplied(call.id, response, now=0.0)
+        return encode(obs)
+
+    @activity.defn(name=TOOL_ACTIVITY)
+    async def run_tool(self, command: bytes) -> bytes:
+        call = decode_run_tool(command)
+        limit = self._timeouts.get(call.name)
+        try:
+            outcome = await _beating(asyncio.wait_for(self._invoke(call), limit))
+        except TimeoutError:
+            outcome = ToolOutcome(f"{call.name} timed out after {limit:g} s", True)
+        return encode(ToolReturned(call.id, outcome.content, outcome.is_error, now=0.0))
+
+    async def _invoke(self, call: RunTool) -> ToolOutcome:
+        """Async tools are awaited here; everything else runs in a thread."""
+        runner = self._runner
+        tool = runner.get(call.name) if isinstance(runner, Toolbox) else None
+        if tool is not None and tool.is_async:
+            return await tool.ainvoke(call.arguments, ToolContext(call.id))
+        return await asyncio.to_thread(self._run_call, call)

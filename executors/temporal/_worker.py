@@ -1,0 +1,59 @@
+"""`worker`: a Temporal worker that runs turnstile's workflow and activities."""
+
+from __future__ import annotations
+
+__all__ = ["worker"]
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from turnstile.core import Tool
+from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
+from turnstile.executors._toolbox import as_runner
+
+from ._activities import Activities
+from ._wire import TASK_QUEUE
+from ._workflow import LoopWorkflow
+
+# turnstile has nothing a workflow could leak through (the core is pure; the workflow module is
+# checked by replaying histories), so the sandbox shares its modules instead of importing them
+# again for every run
+RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules(
+    "turnstile", "msgspec", "transitions"
+)
+
+
+def worker(
+    client: Client,
+    *,
+    models: Mapping[str, ModelClient | AsyncModelClient],
+    tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
+    task_queue: str = TASK_QUEUE,
+    **options: Any,
+) -> Worker:
+    """A `temporalio.worker.Worker` for turnstile runs on `task_queue`: `run()` it, or use it as
+    an async context manager.
+
+    `models` are the clients runs name (`start(..., model="name")`); `tools` run their calls (a
+    `Sandbox`, a `Toolbox`, tools). A sandbox starts each call's process with `subprocess`, never
+    by forking the worker, whose threads a fork would not take along. `options` go to `Worker`
+    (`max_concurrent_activities=`, ...). Raises `TypeError` for a model that is no client.
+    """
+    for name, model in models.items():
+        if not isinstance(model, ModelClient | AsyncModelClient):
+            raise TypeError(
+                f"the model {name!r} is not a client (complete(request) or async "
+                f"acomplete(request) -> ModelResponse): {model!r}"
+            )
+    activities = Activities(models, as_runner(tools))
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[LoopWorkflow],
+        activities=[activities.call_model, activities.run_tool],
+        workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS),
+        **options,
+    )

@@ -1,0 +1,74 @@
+"""The conformance suite gains Temporal: every fixture run as a workflow, its model calls and
+tool calls as activities, gives the sync executor's event log; and each run's recorded history
+replays with the workflow as it is, without a nondeterminism error."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnstile[temporal]'")
+from temporalio.client import WorkflowHistory
+from turnstile.executors import Run, ToolRunner
+from turnstile.executors.sandbox import Sandbox, SandboxLimits
+from turnstile.executors.testing import replay
+from turnstile.providers.replay import (
+    RecordedTools,
+    client_and_transport,
+    load_trace,
+    prompt_for,
+    spec_for,
+)
+
+from tests.executors.temporal_kit import Env, env, keep, needs_server, temporal
+from tests.executors.temporal_kit import replay as replay_history
+from tests.executors.test_conformance import FIXTURES, TOOLS, event_log
+
+__all__ = ["env"]
+
+pytestmark = needs_server
+
+
+def through_temporal(env: Env, path: Path, tools: ToolRunner | None = None) -> Run:
+    """The fixture's loop as a workflow on a worker of its own, over the replayed SDK client;
+    its history is replayed before the run is returned."""
+    trace = load_trace(path)
+    model, transport = client_and_transport(trace, sync=True)
+    recorded = RecordedTools(trace)
+    queue = f"conformance-{path.parent.name}-{path.stem}-{uuid.uuid4().hex[:8]}"
+
+    async def go() -> tuple[Run, WorkflowHistory]:
+        runner = recorded if tools is None else tools
+        async with temporal.worker(
+            env.client, models={"replay": model}, tools=runner, task_queue=queue
+        ):
+            handle = await temporal.start(
+                env.client,
+                spec_for(trace),
+                prompt_for(trace),
+                model="replay",
+                id=queue,
+                task_queue=queue,
+            )
+            run = await handle.result()
+            return run, await handle.workflow.fetch_history()
+
+    run, history = env.wait(go(), 60)
+    assert not transport.remaining, f"exchanges left unused: {len(transport.remaining)}"
+    assert not recorded.unrecorded
+    replay_history(history)
+    keep(history, f"{path.parent.name}-{path.stem}" + ("-sandbox" if tools else ""))
+    return run
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_temporal_gives_the_sync_executors_event_log(path: Path, env: Env) -> None:
+    assert event_log(through_temporal(env, path)) == event_log(replay(path))
+
+
+def test_a_sandboxed_worker_gives_the_same_event_log(env: Env) -> None:
+    path = next(p for p in FIXTURES if p.parent.name == "anthropic" and p.name == "weather.json")
+    with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as sandbox:
+        assert event_log(through_temporal(env, path, sandbox)) == event_log(replay(path))
