@@ -211,6 +211,7 @@ class Recorder:
         prompt: str | Sequence[Message] | None,
         journal: Journal | None,
         on_event: Callable[[Event], None] | None,
+        *,
         on_update: Callable[[Update], object] | None = None,
     ) -> None:
         self.loop = loop
@@ -274,6 +275,7 @@ def prepare(
     clock: Callable[[], float],
     journal: Journal | None = None,
     on_event: Callable[[Event], None] | None = None,
+    *,
     on_update: Callable[[Update], object] | None = None,
 ) -> tuple[Recorder, Callable[[], float]]:
     """The loop to drive (fresh, resumed, or rebuilt from the journal's events) and the clock to
@@ -289,10 +291,10 @@ def prepare(
         prompt, resumed = None, journal.loop(spec)
     check_prompt(prompt, resumed)
     if resumed is None:
-        return Recorder(Loop(spec), prompt, journal, on_event, on_update), clock
+        return Recorder(Loop(spec), prompt, journal, on_event, on_update=on_update), clock
     loop = Loop(spec, resumed.state)
     offset = loop.resume_offset(clock())
-    recorder = Recorder(loop, prompt, journal, on_event, on_update)
+    recorder = Recorder(loop, prompt, journal, on_event, on_update=on_update)
     return recorder, (lambda: clock() + offset) if offset else clock
 
 

@@ -118,7 +118,7 @@ async def run(
             clock or _event_loop_clock(),
             journaled,
             on_event,
-            on_update,
+            on_update=on_update,
         )
         driver = _Driver(record, now, model, runner, run_call, approve, tool_timeout, deps)
         return await driver.drive(on_step)

@@ -121,7 +121,9 @@ def run(
     run_call = caller(runner, deps)
     on_delta = on_update if on_update is not None and takes(model.complete, "on_delta") else None
     with opened(journal, resumed) as journaled:
-        record, now = prepare(spec, runner, prompt, resumed, clock, journaled, on_event, on_update)
+        record, now = prepare(
+            spec, runner, prompt, resumed, clock, journaled, on_event, on_update=on_update
+        )
         pending = deque(record.first(now()))
         waiting: list[AwaitApproval] = []
         while pending:
