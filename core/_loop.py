@@ -188,6 +188,15 @@ class Loop:
             return None
         return self._checks.deadline(st)
 
+    def deadline_passed(self, now: float) -> bool:
+        """Whether a `Tick` stamped `now` stops the run for its deadline: a driver woken at
+        `next_deadline()` sends one only then, so clocks that disagree by a rounding never make
+        it tick in a loop."""
+        st = self.state
+        if st.phase == "finalizing" or st.phase == "done":
+            return False
+        return self._checks.deadline_passed(st, now)
+
     def resume_offset(self, now: float) -> float:
         """What to add to a clock reading `now` so a resumed run's time goes on from its last
         event: time a dumped state spent at rest (a human away, a restart) is not counted."""

@@ -13,7 +13,7 @@ __all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolSpec", "call_problem", "to
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple, get_type_hints, overload
+from typing import Any, Generic, NamedTuple, TypeVar, get_args, get_origin, get_type_hints, overload
 
 import msgspec
 
@@ -26,6 +26,8 @@ _json = msgspec.json.Encoder()
 _log = logging.getLogger("turnstile.tools")
 # a library's loggers: records go where the application sends them, nowhere by default
 logging.getLogger("turnstile").addHandler(logging.NullHandler())
+
+D = TypeVar("D")
 
 
 def _empty_object() -> dict[str, Any]:
@@ -55,12 +57,16 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     strict: bool | None = None
 
 
-class ToolContext(msgspec.Struct, frozen=True):
+class ToolContext(msgspec.Struct, Generic[D], frozen=True):
     """What a tool may ask for beside the model's arguments, by a parameter of this type (which
     the model never sees): `call_id`, the model's id of the call, the same if a resumed run runs
-    it again, so it can serve as an idempotency key for the world outside."""
+    it again, so it can serve as an idempotency key for the world outside; `deps`, what the
+    caller gave the run as `run(..., deps=...)` (a database handle, the user's id), never
+    recorded, serialized or shown to the model. Annotate `ToolContext[MyDeps]` to say its type
+    (a sandbox converts what crosses to its processes to that type)."""
 
     call_id: str
+    deps: D = None  # type: ignore[assignment]  # None when the run was given none
 
 
 class ToolOutcome(NamedTuple):
@@ -70,11 +76,18 @@ class ToolOutcome(NamedTuple):
     is_error: bool = False
 
 
-def _context_parameter(fn: Callable[..., Any]) -> str | None:
-    """The name of the parameter through which `fn` asks for its `ToolContext`, if any."""
+def _is_context(annotation: Any) -> bool:
+    return annotation is ToolContext or get_origin(annotation) is ToolContext
+
+
+def _context_parameter(fn: Callable[..., Any]) -> tuple[str, Any] | None:
+    """The parameter through which `fn` asks for its `ToolContext`, if any, and the type it
+    gives the context's `deps` (`Any` unless annotated `ToolContext[T]`)."""
     hints = get_type_hints(fn, include_extras=True)
-    names = [name for name in inspect.signature(fn).parameters if hints.get(name) is ToolContext]
-    return names[0] if names else None
+    for name in inspect.signature(fn).parameters:
+        if _is_context(hints.get(name)):
+            return name, (get_args(hints[name]) or (Any,))[0]
+    return None
 
 
 def _args_type(fn: Callable[..., Any]) -> type[msgspec.Struct]:
@@ -84,7 +97,7 @@ def _args_type(fn: Callable[..., Any]) -> type[msgspec.Struct]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"@tool cannot describe *args or **kwargs ({fn.__name__})")
         annotation = hints.get(name, Any)
-        if annotation is ToolContext:
+        if _is_context(annotation):
             continue  # filled in by the runner, never by the model
         if param.default is inspect.Parameter.empty:
             fields.append((name, annotation))
@@ -131,7 +144,10 @@ class Tool:
         self.name = spec.name
         self.is_async = inspect.iscoroutinefunction(fn)
         self._args_type = _args_type(fn)
-        self._context = _context_parameter(fn)
+        found = _context_parameter(fn)
+        self._context = None if found is None else found[0]
+        self.deps_type: Any = Any if found is None else found[1]
+        """The type the function gives its context's `deps` (`Any` when it does not say)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

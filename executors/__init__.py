@@ -1,14 +1,24 @@
 """turnstile.executors: drivers that carry out a loop's commands (model calls, tool runs).
 
-`sync` is imported eagerly; `trio` and `sandbox` on first use, so `import turnstile.executors`
-does not pay for trio. `Journal` keeps a run's events in a file, so the run can outlive its
-process. Above them: `turnstile.executors.testing`, for testing agents, and
-`turnstile.executors.cli`, the `turnstile` command.
+`sync` is imported eagerly; `aio` (the async executor, under asyncio or trio; `trio` is its old
+name) and `sandbox` on first use, so `import turnstile.executors` does not pay for anyio. The
+`Update`s a run shows its caller (`on_update=`) are here too. `Journal` keeps a run's events in
+a file, so the run can outlive its process. Above them: `turnstile.executors.testing`, for
+testing agents, and `turnstile.executors.cli`, the `turnstile` command.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from . import sync as sync
+from ._events import ApprovalNeeded as ApprovalNeeded
+from ._events import ModelCallFailed as ModelCallFailed
+from ._events import ModelCallFinished as ModelCallFinished
+from ._events import ModelCallStarted as ModelCallStarted
+from ._events import ModelRetry as ModelRetry
+from ._events import RunFinished as RunFinished
+from ._events import ToolCallFinished as ToolCallFinished
+from ._events import ToolCallStarted as ToolCallStarted
+from ._events import Update as Update
 from ._journal import CorruptJournal as CorruptJournal
 from ._journal import Journal as Journal
 from ._journal import TornJournal as TornJournal
@@ -21,12 +31,13 @@ from ._toolbox import Toolbox as Toolbox
 from ._transcript import transcript as transcript
 
 if TYPE_CHECKING:
+    from . import aio as aio
     from . import sandbox as sandbox
     from . import trio as trio
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("trio", "sandbox"):
+    if name in ("aio", "trio", "sandbox"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

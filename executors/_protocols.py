@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["AsyncModelClient", "ModelClient", "ToolRunner"]
+__all__ = ["AsyncModelClient", "ModelClient", "ToolRunner", "takes"]
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from turnstile.core import ModelRequest, ModelResponse, ToolOutcome, ToolSpec
@@ -12,7 +13,9 @@ from turnstile.core import ModelRequest, ModelResponse, ToolOutcome, ToolSpec
 
 @runtime_checkable
 class ModelClient(Protocol):
-    """Answers one request, or raises `turnstile.core.ModelError` (retryable or not)."""
+    """Answers one request, or raises `turnstile.core.ModelError` (retryable or not). A
+    `complete` (or `acomplete`) that also takes an `on_delta` keyword gets a callback for the
+    deltas of a streamed reply, which the run hands its caller (`on_update`) as they arrive."""
 
     def complete(self, request: ModelRequest) -> ModelResponse: ...
 
@@ -26,10 +29,22 @@ class AsyncModelClient(Protocol):
 class ToolRunner(Protocol):
     """Runs one call by name; every failure comes back as an `is_error` outcome, not raised.
     `specs` describe the tools it runs (a loop spec without tools gets them). A `run` that also
-    takes a `context` keyword gets the call's `ToolContext` (its id), for the tools that ask for
-    it; a runner written without one still works."""
+    takes a `context` keyword gets the call's `ToolContext` (its id and the run's `deps`), for
+    the tools that ask for it; a runner written without one still works. A runner with a
+    `check_deps(deps)` method is asked, before the run starts, whether it can take the run's
+    deps (a sandbox cannot send every object to its processes), and raises if not."""
 
     @property
     def specs(self) -> Sequence[ToolSpec]: ...
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
+
+
+def takes(fn: Callable[..., object], keyword: str) -> bool:
+    """Whether `fn` accepts the keyword argument `keyword` (by name, or through `**kwargs`): the
+    protocols' optional extras are passed only to implementations written for them."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: call it as the protocol once was
+        return False
+    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in parameters)

@@ -49,6 +49,7 @@ from turnstile.core import (
     UserMessage,
 )
 
+from ._events import ModelCallStarted, Narrator, Update
 from ._logs import logged
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._transcript import transcript
@@ -215,7 +216,16 @@ class Recorder:
     """The loop an executor drives, and what becomes of each event it records: appended to the
     journal (if any), then shown to `on_event`. Executors send through it, never to the loop."""
 
-    __slots__ = ("_journal", "_on_event", "_prompt", "_tools", "_written", "loop")
+    __slots__ = (
+        "_journal",
+        "_narrator",
+        "_on_event",
+        "_prompt",
+        "_tools",
+        "_written",
+        "delta",
+        "loop",
+    )
 
     def __init__(
         self,
@@ -224,6 +234,8 @@ class Recorder:
         journal: Journal | None,
         on_event: Callable[[Event], None] | None,
         tools: Sequence[ToolSpec] = (),
+        *,
+        on_update: Callable[[Update], object] | None = None,
     ) -> None:
         self.loop = loop
         self._prompt = prompt
@@ -231,6 +243,9 @@ class Recorder:
         self._on_event = on_event
         self._tools = tools  # the runner's, for a spec without: the run's Started records them
         self._written = len(loop.state.events)
+        self._narrator = None if on_update is None else Narrator(on_update)
+        self.delta = on_update
+        """What a model call's deltas go to (the caller's `on_update`), if anything."""
 
     def first(self, now: float) -> list[Command]:
         """What to carry out first: the run the prompt starts (on a new or idle loop, or going on
@@ -238,23 +253,30 @@ class Recorder:
         one has nothing left to do)."""
         if self._prompt is not None:
             commands = self.loop.start(self._prompt, now, self._tools)
-            self._record()
+            self._record(commands)
             return commands
         if self.loop.state.phase == "done":
-            return self.loop.outstanding_commands()
+            commands = self.loop.outstanding_commands()
+            self._record(commands)
+            return commands
         return self.send(Resumed(now=now))
 
     def send(self, obs: Observation) -> list[Command]:
         commands = self.loop.send(obs)
-        self._record()
+        self._record(commands)
         return commands
+
+    def calling(self, command: CallModel) -> None:
+        """The model call `command` is about to be sent (after any wait it asked for)."""
+        if self._narrator is not None:
+            self._narrator.show(ModelCallStarted(command.id))
 
     def commit(self) -> None:
         """Make everything journaled durable: done before any effect (a call, a request)."""
         if self._journal is not None:
             self._journal.commit()
 
-    def _record(self) -> None:
+    def _record(self, commands: list[Command]) -> None:
         events = self.loop.state.events
         new = events[self._written :]
         self._written = len(events)
@@ -265,6 +287,9 @@ class Recorder:
         if self._on_event is not None:
             for event in new:
                 self._on_event(event)
+        if self._narrator is not None:
+            self._narrator.recorded(self.loop, new)
+            self._narrator.commands(self.loop, commands)
 
 
 def prepare(
@@ -275,6 +300,8 @@ def prepare(
     clock: Callable[[], float],
     journal: Journal | None = None,
     on_event: Callable[[Event], None] | None = None,
+    *,
+    on_update: Callable[[Update], object] | None = None,
 ) -> tuple[Recorder, Callable[[], float]]:
     """The loop to drive (fresh, resumed, or rebuilt from the journal's events) and the clock to
     stamp observations with.
@@ -291,10 +318,10 @@ def prepare(
         prompt, resumed = None, journal.loop(spec)
     check_prompt(prompt, resumed)
     if resumed is None:
-        return Recorder(Loop(spec), prompt, journal, on_event, tools), clock
+        return Recorder(Loop(spec), prompt, journal, on_event, tools, on_update=on_update), clock
     loop = Loop(spec, resumed.state)
     offset = loop.resume_offset(clock())
-    recorder = Recorder(loop, prompt, journal, on_event, tools)
+    recorder = Recorder(loop, prompt, journal, on_event, tools, on_update=on_update)
     return recorder, (lambda: clock() + offset) if offset else clock
 
 
@@ -314,7 +341,7 @@ def check_model(model: object, *, can_await: bool) -> None:
         if isinstance(model, AsyncModelClient) or isinstance(model, ModelClient):
             return
         raise TypeError(
-            "turnstile.executors.trio.run needs an AsyncModelClient (async acomplete(request) -> "
+            "turnstile.executors.aio.run needs an AsyncModelClient (async acomplete(request) -> "
             "ModelResponse) or a ModelClient (complete(request) -> ModelResponse), got "
             + _described(model)
         )
@@ -323,7 +350,7 @@ def check_model(model: object, *, can_await: bool) -> None:
     if is_async is True or isinstance(model, AsyncModelClient):
         raise TypeError(
             f"{model!r} is async: sync.run calls complete(request); give the client a sync SDK "
-            "client, or run it with turnstile.executors.trio"
+            "client, or run it with turnstile.executors.aio (under asyncio or trio)"
         )
     raise TypeError(
         "sync.run needs a ModelClient (complete(request) -> ModelResponse), got "

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 __all__ = ["Toolbox", "as_runner", "caller"]
 
-import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from turnstile.core import RunTool, Tool, ToolContext, ToolOutcome, ToolSpec, tool
 
-from ._protocols import ToolRunner
+from ._protocols import ToolRunner, takes
 
 
 class Toolbox:
@@ -53,18 +52,14 @@ def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRu
     return Toolbox(tools)
 
 
-def _takes_context(run: Callable[..., ToolOutcome]) -> bool:
-    try:
-        parameters = inspect.signature(run).parameters.values()
-    except (TypeError, ValueError):  # no signature to read: call it as the protocol once was
-        return False
-    return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in parameters)
-
-
-def caller(runner: ToolRunner) -> Callable[[RunTool], ToolOutcome]:
-    """How to run a call on `runner`: with its `ToolContext` (the call's id), unless the
-    runner's `run` takes none (one written before calls had a context)."""
+def caller(runner: ToolRunner, deps: Any = None) -> Callable[[RunTool], ToolOutcome]:
+    """How to run a call on `runner`: with its `ToolContext` (the call's id and `deps`), unless
+    the runner's `run` takes none (one written before calls had a context). A runner that says
+    it cannot take `deps` (`check_deps` raising) stops the run here, before it starts."""
+    check = getattr(runner, "check_deps", None)
+    if deps is not None and check is not None:
+        check(deps)
     run: Callable[..., ToolOutcome] = runner.run
-    if _takes_context(run):
-        return lambda c: run(c.name, c.arguments, context=ToolContext(c.id))
+    if takes(run, "context"):
+        return lambda c: run(c.name, c.arguments, context=ToolContext(c.id, deps))
     return lambda c: run(c.name, c.arguments)

@@ -1,7 +1,7 @@
 """The plain synchronous executor: one command at a time, tools run inline.
 
-It carries out what the loop decides and nothing more. Tools run one after another (use the trio
-executor to overlap them); a sync tool cannot be interrupted, so per-tool timeouts need the
+It carries out what the loop decides and nothing more. Tools run one after another (use the async
+executor, `aio`, to overlap them); a sync tool cannot be interrupted, so per-tool timeouts need the
 sandbox.
 """
 
@@ -30,8 +30,10 @@ from turnstile.core import (
     ToolReturned,
     ToolStarted,
 )
+from turnstile.providers import Delta
 
-from ._protocols import ModelClient, ToolRunner
+from ._events import Update
+from ._protocols import ModelClient, ToolRunner, takes
 from ._run import (
     JournalArg,
     Run,
@@ -52,15 +54,20 @@ def call_model(
     command: CallModel,
     now: Callable[[], float],
     sleep: Callable[[float], object] = time.sleep,
+    on_delta: Callable[[Delta], object] | None = None,
 ) -> Observation:
     """One model call as an observation, sent no sooner than its `not_before` (waiting with
-    `sleep`); a failure of any kind becomes `ModelFailed`."""
+    `sleep`); a failure of any kind becomes `ModelFailed`. `on_delta` goes to a client whose
+    `complete` takes it."""
     if command.not_before is not None:
         wait = command.not_before - now()
         if wait > 0:
             sleep(wait)
     try:
-        response = model.complete(command.request)
+        if on_delta is None:
+            response = model.complete(command.request)
+        else:
+            response = model.complete(command.request, on_delta=on_delta)  # type: ignore[call-arg]
     except Exception as e:
         return model_failed(command.id, e, now())
     return ModelReplied(command.id, response, now=now())
@@ -77,7 +84,9 @@ def run(
     approve: Approver | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
+    deps: Any = None,
     on_event: Callable[[Event], None] | None = None,
+    on_update: Callable[[Update], object] | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
     state: Loop | None = None,
 ) -> Run:
@@ -96,8 +105,11 @@ def run(
 
     `approve` answers approval requests; without it they are returned in `Run.waiting`.
     `clock` stamps observations; `sleep` waits out a retry's `CallModel.not_before` on that
-    clock (a fake pair makes tests and replays instant). `on_event` sees each event once the
-    loop has recorded it (and the journal has it): a dump taken there is the state as it is.
+    clock (a fake pair makes tests and replays instant). `deps` reaches every tool that asks for
+    a `ToolContext`, as its `deps`, and nothing else (no journal, no model). `on_event` sees
+    each event once the loop has recorded it (and the journal has it): a dump taken there is
+    the state as it is. `on_update` sees what a UI shows, as it happens (`Update`: a streamed
+    reply's deltas, tools started and finished, approvals needed, retries, the finish).
     `on_step` sees every command, and every observation of what the world did. `state` is the
     deprecated name of `loop`.
 
@@ -106,9 +118,12 @@ def run(
     check_model(model, can_await=False)
     resumed = renamed_state(loop, state)
     runner = as_runner(tools)
-    run_call = caller(runner)
+    run_call = caller(runner, deps)
+    on_delta = on_update if on_update is not None and takes(model.complete, "on_delta") else None
     with opened(journal, resumed) as journaled:
-        record, now = prepare(spec, runner, prompt, resumed, clock, journaled, on_event)
+        record, now = prepare(
+            spec, runner, prompt, resumed, clock, journaled, on_event, on_update=on_update
+        )
         pending = deque(record.first(now()))
         waiting: list[AwaitApproval] = []
         while pending:
@@ -120,7 +135,12 @@ def run(
                     return Run(record.loop, command)
                 case CallModel():
                     record.commit()
-                    obs = call_model(model, command, now, sleep)
+                    if command.not_before is not None:
+                        wait = command.not_before - now()
+                        if wait > 0:
+                            sleep(wait)
+                    record.calling(command)
+                    obs = call_model(model, command, now, sleep, on_delta)
                 case RunTool(id=call_id):
                     record.send(ToolStarted(call_id, now=now()))
                     record.commit()

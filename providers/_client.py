@@ -104,8 +104,11 @@ class WireClient:
         kind = "async" if self.is_async else "sync"
         return f"<{self._name} {self.model!r} over a {kind} {type(self.sdk).__name__}>"
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        """Send `request` and return the decoded reply; raises `ProviderError` on failure."""
+    def complete(
+        self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
+    ) -> ModelResponse:
+        """Send `request` and return the decoded reply; raises `ProviderError` on failure.
+        `on_delta` sees this call's deltas too (an executor passes its caller's `on_update`)."""
         if self.is_async:
             raise TypeError(
                 f"{self._name} wraps an async {type(self.sdk).__name__}: "
@@ -118,7 +121,7 @@ class WireClient:
             try:
                 if not _is_event_stream(response):
                     return read_body(self.wire, response.read())
-                reader = StreamReader(self.wire, self.on_delta)
+                reader = StreamReader(self.wire, self._deltas(on_delta))
                 for chunk in response.iter_bytes():
                     reader.feed(chunk)
                 return reader.result()
@@ -127,7 +130,9 @@ class WireClient:
         except Exception as exc:
             _reraise(exc)
 
-    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+    async def acomplete(
+        self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
+    ) -> ModelResponse:
         """The async `complete`, for an async SDK client (under asyncio or trio)."""
         if not self.is_async:
             raise TypeError(
@@ -143,7 +148,7 @@ class WireClient:
             try:
                 if not _is_event_stream(response):
                     return read_body(self.wire, await response.aread())
-                reader = StreamReader(self.wire, self.on_delta)
+                reader = StreamReader(self.wire, self._deltas(on_delta))
                 async for chunk in response.aiter_bytes():
                     reader.feed(chunk)
                 return reader.result()
@@ -151,6 +156,18 @@ class WireClient:
                 await response.aclose()
         except Exception as exc:
             _reraise(exc)
+
+    def _deltas(self, extra: Callable[[Delta], object] | None) -> Callable[[Delta], object] | None:
+        """Who sees a call's deltas: the client's `on_delta`, the call's, or both."""
+        own = self.on_delta
+        if extra is None or own is None:
+            return own if extra is None else extra
+
+        def both(delta: Delta) -> None:
+            own(delta)
+            extra(delta)
+
+        return both
 
     def _raw_response(self) -> type[httpx2.Response]:
         """What the SDK's `post` is asked for: the HTTP response itself, unparsed."""

@@ -22,9 +22,20 @@ def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> 
     installs = {
         "anthropic": ("anthropic", "httpx2"),
         "openai": ("openai", "httpx2"),
+        "aio": ("anyio",),
+        "trio": ("trio", "anyio"),
         "temporal": ("temporalio",),
         "otel": ("opentelemetry",),
-        "all": ("anthropic", "openai", "httpx2", "trio", "temporalio", "mcp", "opentelemetry"),
+        "all": (
+            "anthropic",
+            "openai",
+            "httpx2",
+            "trio",
+            "anyio",
+            "temporalio",
+            "mcp",
+            "opentelemetry",
+        ),
     }
     missing = (error.name or "").partition(".")[0]
     if missing not in installs.get(extra, (extra,)):

@@ -27,6 +27,7 @@ __all__ = [
     "Sandbox",
     "SandboxLimits",
     "SandboxUnavailable",
+    "UnsendableDeps",
     "available_layers",
 ]
 
@@ -46,7 +47,7 @@ from ._probe import probe
 from ._refs import ToolRef, reference
 from ._seccomp import programs
 from ._view import needed_paths
-from ._wire import Call, Prepare, Tree
+from ._wire import Call, Prepare, Tree, UnsendableDeps, encode_deps
 from ._workdir import home, remove, workdir
 
 ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
@@ -78,6 +79,11 @@ class Sandbox:
     else `SandboxUnavailable` is raised here. `warm` keeps that many launchers started, each
     with its next call's process tree made ahead, so a call costs neither an interpreter start
     nor forks; `close()` (or leaving a `with` block) stops them. Thread-safe.
+
+    A tool's `ToolContext` crosses to its process: the call's id, and of the run's `deps` what
+    `deps` picks (all of them unless given), which must be plain data msgpack can carry; the
+    tool gets it as the type its `ToolContext[T]` says. A run whose deps cannot cross is
+    refused before it starts (`UnsendableDeps`).
     """
 
     def __init__(
@@ -87,8 +93,11 @@ class Sandbox:
         *,
         require: Iterable[str] = (),
         warm: int = 0,
+        deps: Callable[[Any], Any] | None = None,
     ) -> None:
         self.limits = limits
+        self._pick = deps
+        self._sent: tuple[Any, bytes | None] = (None, None)  # the last deps, encoded
         self._tools: dict[str, ToolRef] = {}
         for given in tools:
             ref = reference(given)
@@ -112,11 +121,27 @@ class Sandbox:
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(ref.spec for ref in self._tools.values())
 
+    def check_deps(self, deps: Any) -> None:
+        """Raise `UnsendableDeps` unless (what `deps=` picks of) `deps` can cross to the calls'
+        processes; the executors ask before a run starts."""
+        self._encoded(deps)
+
+    def _encoded(self, deps: Any) -> bytes | None:
+        """What of `deps` crosses, encoded once per run (a run's deps stay the same object)."""
+        if deps is None:
+            return None
+        last, raw = self._sent
+        if last is not deps:
+            raw = encode_deps(deps if self._pick is None else self._pick(deps))
+            self._sent = (deps, raw)
+        return raw
+
     def run(
         self, name: str, arguments: dict[str, Any], *, context: ToolContext | None = None
     ) -> ToolOutcome:
         """Run one call in a fresh confined process; every failure is an `is_error` outcome.
-        `context` (the call's id) crosses to the tool that asks for it; nothing else does."""
+        `context` (the call's id, and what crosses of its deps) goes to the tool that asks for
+        it; nothing else does."""
         ref = self._tools.get(name)
         if ref is None:
             return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
@@ -128,6 +153,7 @@ class Sandbox:
                     spec=ref.spec,
                     arguments=arguments,
                     call_id=None if context is None else context.call_id,
+                    deps=None if context is None else self._encoded(context.deps),
                     workdir=path,
                     uid=uid,
                     limits=self.limits,

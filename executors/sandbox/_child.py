@@ -29,7 +29,7 @@ from ._linux import set_parent_death_signal
 from ._refs import resolve
 from ._verdict import exception_hint, too_large_message
 from ._view import private_ipc, show
-from ._wire import Call, Message, Report, Result, decode_only, frame, receive
+from ._wire import Call, Message, Report, Result, decode_deps, decode_only, frame, receive
 
 
 class _HintingTool(Tool):
@@ -56,7 +56,14 @@ def _invoke(call: Call) -> Result:
         t = _load(call)
     except Exception as e:
         return Result(f"cannot load tool {call.tool}: {type(e).__name__}: {e}", True)
-    context = None if call.call_id is None else ToolContext(call.call_id)
+    if call.call_id is None:
+        context = None
+    else:
+        try:
+            deps = None if call.deps is None else decode_deps(call.deps, t.deps_type)
+        except msgspec.ValidationError as e:
+            return Result(f"{t.name}'s deps do not convert to {t.deps_type!r}: {e}", True)
+        context = ToolContext(call.call_id, deps)
     if t.is_async:
         import asyncio
 

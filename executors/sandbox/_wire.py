@@ -22,7 +22,10 @@ __all__ = [
     "Result",
     "Start",
     "Tree",
+    "UnsendableDeps",
+    "decode_deps",
     "decode_only",
+    "encode_deps",
     "frame",
     "receive",
     "send",
@@ -33,6 +36,7 @@ import struct
 from typing import Any
 
 import msgspec
+from turnstile.core._errors import TurnstileError
 from turnstile.core._messages import ResultPart
 from turnstile.core._tools import ToolSpec
 
@@ -44,6 +48,19 @@ _MAX_FDS = 8
 _HEADER = struct.Struct(">I")
 
 
+class UnsendableDeps(TurnstileError, TypeError):
+    """The run's deps cannot cross to a sandbox's processes: only plain data does (msgspec
+    Structs, dataclasses, dicts, lists, strings, numbers...). Give the `Sandbox` a `deps=`
+    function that picks what its tools need, or keep a tool that needs the rest out of it."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        self.kind = kind
+        super().__init__(
+            f"deps of type {kind} cannot cross to the sandbox's processes ({why}): only plain "
+            "data does. Give Sandbox(..., deps=...) a function that picks what the tools need."
+        )
+
+
 class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` ("":
     the one its tree made, in the call's own tmpfs) as `uid`, applying `layers` (all of them,
@@ -53,6 +70,7 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     spec: ToolSpec
     arguments: Any  # as the model sent them: `Tool.invoke` checks them, as in-process
     call_id: str | None = None  # for a tool that asks for its `ToolContext`
+    deps: bytes | None = None  # the run's deps as the sandbox lets them cross, msgpack-encoded
     workdir: str
     uid: int | None
     limits: SandboxLimits
@@ -130,6 +148,20 @@ _decoder = msgspec.msgpack.Decoder(Message)
 def frame(message: Message) -> bytes:
     body = _encoder.encode(message)
     return _HEADER.pack(len(body)) + body
+
+
+def encode_deps(deps: Any) -> bytes:
+    """A run's deps as they cross to a call's process; raises `UnsendableDeps` for what msgpack
+    cannot carry (a connection, a lock, a function)."""
+    try:
+        return _encoder.encode(deps)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise UnsendableDeps(type(deps).__name__, str(e)) from None
+
+
+def decode_deps(raw: bytes, type_: Any) -> Any:
+    """The deps in a call's process, as the type its tool gives them (`ToolContext[T]`)."""
+    return msgspec.msgpack.decode(raw, type=type_)
 
 
 def decode_only(data: bytes) -> Message | None:

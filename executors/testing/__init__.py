@@ -1,7 +1,8 @@
 """turnstile.executors.testing: testing agents built on turnstile.
 
 Scripted replies (`ScriptedModel`), what a run did (`calls`, `trajectory`,
-`assert_history_valid`), whole loops replayed from a wire trace (`replay`), runs stored as
+`assert_history_valid`), whole loops replayed from a wire trace (`replay`), async tests on
+virtual time under asyncio or trio (`run_async`), runs stored as
 readable snapshots (`TranscriptExtension`, for syrupy) and the pytest plugin
 (`turnstile.executors.testing.pytest_plugin`, loaded by pytest itself).
 
@@ -16,6 +17,7 @@ from turnstile.executors import ScriptedModel as ScriptedModel
 from ._checks import assert_history_valid as assert_history_valid
 from ._checks import calls as calls
 from ._checks import trajectory as trajectory
+from ._time import run_async as run_async
 
 if TYPE_CHECKING:
     from ._replay import replay as replay

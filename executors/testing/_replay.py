@@ -6,10 +6,9 @@ from __future__ import annotations
 __all__ = ["replay"]
 
 import functools
-import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from turnstile.core import (
     Command,
@@ -20,7 +19,8 @@ from turnstile.core import (
     Observation,
     StopReason,
 )
-from turnstile.executors import Run, ToolRunner, sync
+from turnstile.executors import Run, ToolRunner, Update, sync
+from turnstile.providers import Delta
 from turnstile.providers._client import WireClient
 from turnstile.providers.replay import (
     RecordedTools,
@@ -32,6 +32,8 @@ from turnstile.providers.replay import (
     spec_for,
 )
 
+from ._time import run_async
+
 
 class _Watched:
     """Passes calls on to the client, keeping a `ReplayMismatch` that the executor would
@@ -41,16 +43,20 @@ class _Watched:
         self._client = client
         self.mismatch: ReplayMismatch | None = None
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
+    def complete(
+        self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
+    ) -> ModelResponse:
         try:
-            return self._client.complete(request)
+            return self._client.complete(request, on_delta=on_delta)
         except ReplayMismatch as err:
             self.mismatch = self.mismatch or err
             raise
 
-    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+    async def acomplete(
+        self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
+    ) -> ModelResponse:
         try:
-            return await self._client.acomplete(request)
+            return await self._client.acomplete(request, on_delta=on_delta)
         except ReplayMismatch as err:
             self.mismatch = self.mismatch or err
             raise
@@ -70,48 +76,24 @@ class _Time:
         self.now += max(seconds, 0.0)
 
 
-def _trio_time() -> Any:
-    """A trio replay's clock (`trio.abc.Clock`): it stands still while anything runs, a worker
-    thread included, and jumps to the next time something waits for (a retry's `not_before`, a
-    timeout, the deadline) once everything waits. `MockClock`'s autojump would take a thread
-    that is still running for idleness, and so jump to the deadline while a tool runs."""
-    import trio
-
-    class Time(trio.abc.Clock):
-        def __init__(self) -> None:
-            self.now = 0.0
-
-        def start_clock(self) -> None:
-            pass
-
-        def current_time(self) -> float:
-            return self.now
-
-        def deadline_to_sleep_time(self, deadline: float) -> float:
-            running = trio.to_thread.current_default_thread_limiter().borrowed_tokens
-            if running or deadline == math.inf:
-                return math.inf  # a thread that finishes wakes the run loop
-            self.now = max(self.now, deadline)
-            return 0.0
-
-    return Time()
-
-
 def replay(
     trace: Trace | str | Path,
     *,
-    executor: Literal["sync", "trio"] = "sync",
+    executor: Literal["sync", "asyncio", "trio"] = "sync",
     tools: ToolRunner | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
     on_event: Callable[[Event], None] | None = None,
+    on_update: Callable[[Update], object] | None = None,
 ) -> Run:
     """Run the trace's loop with its recorded model replies and tool outputs; return the `Run`.
 
-    `executor="trio"` drives it with `turnstile.executors.trio` (inside its own `trio.run`) over
-    the async SDK client. `tools` runs the calls instead of the recorded outputs (real tools, a
-    sandbox): they must produce those outputs, or the next request will not match. `on_step`
-    sees every command and observation, `on_event` every event, as in the executors. Time is
-    the replay's own: it starts at 0 and moves only when the loop waits for a time (a retry's
+    `executor="asyncio"` or `"trio"` drives it with the async executor (`turnstile.executors.aio`,
+    inside its own event loop of that kind, on `run_async`'s virtual time) over the async SDK
+    client. `tools` runs the calls instead of the recorded outputs (real tools, a sandbox): they
+    must produce those outputs, or the next request will not match. `on_step` sees every
+    command and observation, `on_event` every event and `on_update` every `Update`, as in the
+    executors. Time is the
+    replay's own: it starts at 0 and moves only when the loop waits for a time (a retry's
     `not_before`), at once, so a replay never really waits and always makes the same decisions.
 
     Raises:
@@ -121,8 +103,8 @@ def replay(
             then.
         TraceError: `trace` is not a replayable trace.
     """
-    if executor not in ("sync", "trio"):
-        raise ValueError(f"unknown executor {executor!r}: use 'sync' or 'trio'")
+    if executor not in ("sync", "asyncio", "trio"):
+        raise ValueError(f"unknown executor {executor!r}: use 'sync', 'asyncio' or 'trio'")
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
     prompt = prompt_for(trace)
@@ -142,21 +124,22 @@ def replay(
             sleep=time.sleep,
             on_step=on_step,
             on_event=on_event,
+            on_update=on_update,
         )
     else:
-        import trio
-        from turnstile.executors import trio as trio_executor
+        from turnstile.executors import aio
 
         drive = functools.partial(
-            trio_executor.run,
+            aio.run,
             spec,
             prompt,
             model=model,
             tools=tools,
             on_step=on_step,
             on_event=on_event,
+            on_update=on_update,
         )
-        run = trio.run(drive, clock=_trio_time())
+        run = run_async(drive, backend=executor)
     if model.mismatch is not None:
         raise _with_run(model.mismatch.index, str(model.mismatch), run)
     served = len(trace.exchanges) - len(transport.remaining)

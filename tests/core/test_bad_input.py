@@ -13,6 +13,7 @@ from turnstile.core import (
     AssistantMessage,
     CallModel,
     CorruptState,
+    Denied,
     Finish,
     Guards,
     InvalidObservation,
@@ -271,6 +272,21 @@ def test_waiting_for_an_approval_does_not_spend_the_deadline() -> None:
     assert d.loop.next_deadline() == pytest.approx(d.now + 50.0)
     [ask] = d.result("w", dt=1.0)
     assert type(ask) is CallModel
+
+
+def test_deadline_passed_says_when_a_tick_would_stop_the_run() -> None:
+    d = Driver(spec(ToolSpec("write", needs_approval=True), guards=Guards(deadline_s=60.0)))
+    d.start()
+    deadline = d.loop.next_deadline()
+    assert deadline is not None
+    assert not d.loop.deadline_passed(deadline - 1e-6) and d.loop.deadline_passed(deadline)
+    d.reply(call("w", "write"))
+    assert not d.loop.deadline_passed(deadline + 1000.0)  # only a human is awaited
+    d.send(Denied("w", now=d.now + 1000.0))
+    assert d.loop.deadline_passed(d.loop.next_deadline())
+    [ask] = d.send(Tick(now=d.loop.next_deadline()))  # the deadline: one last call, to sum up
+    assert type(ask) is CallModel and ask.request.purpose == "finalize"
+    assert not d.loop.deadline_passed(d.now + 1e9)  # finalizing: no deadline left to pass
 
 
 def test_a_tick_while_only_a_human_is_awaited_does_not_end_the_run() -> None:

@@ -1,5 +1,6 @@
 """One loop, any executor: every fixture gives the same event log (timestamps aside) through
-the sync, trio and sandbox executors — one snapshot per fixture, shared by the three."""
+the sync executor, the async one under asyncio and under trio, and the sandbox — one snapshot
+per fixture, shared by them all."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def event_log(run: Run) -> list[str]:
     """The run's events without their timestamps, plus the final stop reason.
 
     The calls of one batch may start and end in any order when tools overlap (sync runs them one
-    after another, trio all at once), so a run of consecutive starts and results is listed
-    sorted; that each call starts before its result is the durable tests' business.
+    after another, the async executor all at once), so a run of consecutive starts and results
+    is listed sorted; that each call starts before its result is the durable tests' business.
     """
     lines: list[str] = []
     batch: list[str] = []
@@ -60,6 +61,7 @@ def sandbox() -> Sandbox:
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_executor_gives_the_same_event_log(path: Path, sandbox: Sandbox, snapshot) -> None:
     by_sync = event_log(replay(path))
+    assert event_log(replay(path, executor="asyncio")) == by_sync
     assert event_log(replay(path, executor="trio")) == by_sync
     name = f"{path.parent.name}/{path.name}"
     if spec_for(load_trace(path)).tools and name not in NOT_REPRODUCIBLE:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import trio
 import trio.testing
@@ -36,6 +37,7 @@ from turnstile.core import (
 )
 from turnstile.executors import Journal, Run, ScriptedModel, Toolbox, sync
 from turnstile.executors import trio as trio_executor
+from turnstile.executors.testing import run_async
 
 
 class Crash(BaseException):
@@ -108,7 +110,7 @@ def kinds(events: Iterable[Event]) -> list[str]:
     return shown
 
 
-EXECUTORS = ["sync", "trio"]
+EXECUTORS = ["sync", "asyncio", "trio"]
 
 
 def drive(
@@ -122,6 +124,8 @@ def drive(
     async def main() -> Run:
         return await trio_executor.run(spec, prompt, **kwargs)
 
+    if executor == "asyncio":
+        return run_async(main) if mock else anyio.run(main)
     return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0) if mock else None)
 
 

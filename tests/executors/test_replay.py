@@ -235,7 +235,7 @@ def test_a_changed_prompt_fails_with_a_diff() -> None:
     assert '+          "text": "北京和广州哪个更暖和?",' in message
 
 
-@pytest.mark.parametrize("executor", ["sync", "trio"])
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
 def test_a_changed_tool_output_fails_on_the_next_request(executor: Any) -> None:
     trace = load_trace(FIXTURES / "openai-responses/weather.json")
     assert trace.loop is not None
@@ -267,7 +267,7 @@ def refused_at_first(path: Path) -> Trace:
     return msgspec.convert(data, Trace)
 
 
-@pytest.mark.parametrize("executor", ["sync", "trio"])
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
 def test_a_run_that_ends_early_says_why_and_what_it_did(executor: Any) -> None:
     with pytest.raises(ReplayMismatch) as info:
         replay(refused_at_first(FIXTURES / "anthropic/weather.json"), executor=executor)
@@ -365,11 +365,11 @@ def test_replay_takes_a_path_or_a_trace_and_leaves_the_trace_untouched() -> None
 
 
 def test_an_unknown_executor_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown executor 'asyncio'"):
-        replay(FIXTURES / "anthropic/weather.json", executor="asyncio")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown executor 'curio'"):
+        replay(FIXTURES / "anthropic/weather.json", executor="curio")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("executor", ["sync", "trio"])
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
 def test_a_replay_waits_for_a_retry_on_a_virtual_clock(
     monkeypatch: pytest.MonkeyPatch, executor: Any
 ) -> None:

@@ -192,7 +192,7 @@ def test_an_async_client_is_refused_by_the_sync_executor_before_the_run_starts()
             return text("hi")
 
     for model in (over_async_sdk, OnlyAsync()):
-        with pytest.raises(TypeError, match=r"is async.*turnstile\.executors\.trio"):
+        with pytest.raises(TypeError, match=r"is async.*turnstile\.executors\.aio"):
             sync.run(LoopSpec(), "hi", model=model)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,189 @@
+"""What a run shows its caller as it goes: typed updates for a UI, from every executor alike.
+
+The updates are drawn from what the loop records (the journal's events) and the commands it
+hands out, in one place (`Narrator`, fed by the executors' `Recorder`), so sync, async and
+sandboxed runs tell the same story. A streamed reply's deltas (the providers' `TextDelta`,
+`ThinkingDelta`, `ArgumentsDelta`) join them as they arrive: the executor passes the model
+client its `on_delta` for the call. Updates are frozen msgspec Structs tagged by `type`, so
+`msgspec.json.encode(update)` is their wire form (server-sent events, a websocket).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApprovalNeeded",
+    "ModelCallFailed",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ModelRetry",
+    "Narrator",
+    "RunFinished",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "Update",
+]
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+import msgspec
+from turnstile.core import (
+    AwaitApproval,
+    CallModel,
+    CallStatus,
+    Command,
+    Event,
+    Finish,
+    ModelFailed,
+    ModelReplied,
+    ModelStop,
+    PendingCall,
+    ResultPart,
+    StopReason,
+    ToolReturned,
+    ToolStarted,
+    Usage,
+    text_of,
+)
+from turnstile.core import Loop as _Loop
+from turnstile.providers import ArgumentsDelta, TextDelta, ThinkingDelta
+
+
+class _Update(msgspec.Struct, frozen=True, tag_field="type"):
+    """Base of the executors' own updates (the deltas are the providers')."""
+
+
+class ModelCallStarted(_Update, frozen=True, tag="model_call_started"):
+    """The model call `id` is being sent."""
+
+    id: str
+
+
+class ModelCallFinished(_Update, frozen=True, tag="model_call_finished"):
+    """The model call `id` replied: its visible `text` (whole, streamed or not), why it stopped,
+    and its tokens."""
+
+    id: str
+    text: str
+    stop: ModelStop
+    usage: Usage
+
+
+class ModelCallFailed(_Update, frozen=True, tag="model_call_failed"):
+    """The model call `id` failed; `retryable` as the provider said (the loop decides whether
+    to retry, shown by a `ModelRetry`)."""
+
+    id: str
+    message: str
+    kind: str = ""
+    retryable: bool = False
+
+
+class ModelRetry(_Update, frozen=True, tag="model_retry"):
+    """The loop asks again, as the model call `id`, not before `not_before` (on the run's
+    clock): the `attempt`-th retry in a row."""
+
+    id: str
+    attempt: int
+    not_before: float
+
+
+class ToolCallStarted(_Update, frozen=True, tag="tool_call_started"):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolCallFinished(_Update, frozen=True, tag="tool_call_finished"):
+    """The call has its result: the tool's, or one the loop wrote (denied, a deadline, a
+    cancel). Every call announced by `ToolCallStarted` or `ApprovalNeeded` gets exactly one."""
+
+    call_id: str
+    name: str
+    content: str | list[ResultPart]
+    is_error: bool = False
+
+
+class ApprovalNeeded(_Update, frozen=True, tag="approval_needed"):
+    """The call waits for a human's answer (the `approve` callback's, or the caller's later)."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class RunFinished(_Update, frozen=True, tag="run_finished"):
+    reason: StopReason
+    output: Any = None
+
+
+Update: TypeAlias = (
+    ModelCallStarted
+    | TextDelta
+    | ThinkingDelta
+    | ArgumentsDelta
+    | ModelCallFinished
+    | ModelCallFailed
+    | ModelRetry
+    | ToolCallStarted
+    | ToolCallFinished
+    | ApprovalNeeded
+    | RunFinished
+)
+"""Everything `on_update` may see; `msgspec.json.decode(data, type=Update)` reads one back."""
+
+
+class Narrator:
+    """Turns what a loop records and decides into `Update`s for `show`. Pure bookkeeping: the
+    calls it announced and has not yet seen finish, so results the loop writes itself (a
+    denial, a deadline) are told too."""
+
+    __slots__ = ("_open", "show")
+
+    def __init__(self, show: Callable[[Any], object]) -> None:
+        self.show = show
+        self._open: dict[str, PendingCall] = {}
+
+    def recorded(self, loop: _Loop, events: Sequence[Event]) -> None:
+        """The events one step recorded, then the results it wrote for announced calls."""
+        show = self.show
+        for event in events:
+            match event:
+                case ToolStarted(call_id=call_id):
+                    p = self._find(loop, call_id)
+                    if p is not None:
+                        self._open[call_id] = p
+                        show(ToolCallStarted(call_id, p.call.name, p.call.arguments))
+                case ToolReturned(call_id=call_id, content=content, is_error=is_error):
+                    p = self._open.pop(call_id, None)
+                    if p is not None:
+                        show(ToolCallFinished(call_id, p.call.name, content, is_error))
+                case ModelReplied(command_id=key, response=r):
+                    show(ModelCallFinished(key, text_of(r.content), r.stop, r.usage))
+                case ModelFailed(command_id=key):
+                    show(ModelCallFailed(key, event.message, event.kind, event.retryable))
+        for call_id, p in list(self._open.items()):
+            if p.status is CallStatus.done and p.result is not None:
+                del self._open[call_id]
+                show(ToolCallFinished(call_id, p.call.name, p.result.content, p.result.is_error))
+
+    def commands(self, loop: _Loop, commands: Sequence[Command]) -> None:
+        show = self.show
+        for command in commands:
+            match command:
+                case CallModel(id=key, not_before=at) if at is not None:
+                    show(ModelRetry(key, loop.state.retries, at))
+                case AwaitApproval(id=call_id, name=name, arguments=arguments):
+                    p = self._find(loop, call_id)
+                    if p is not None:
+                        self._open[call_id] = p
+                    show(ApprovalNeeded(call_id, name, arguments))
+                case Finish(reason=reason, output=output):
+                    show(RunFinished(reason, output))
+
+    @staticmethod
+    def _find(loop: _Loop, call_id: str) -> PendingCall | None:
+        for p in loop.state.round:
+            if p.call.id == call_id:
+                return p
+        return None
