@@ -175,12 +175,15 @@ class _Spans:
         """A model call's span, from the step that asked for it; its attributes all at once
         (the SDK takes a lock per attribute set later)."""
         t = self._t
-        model = t.model_attributes.get("gen_ai.request.model")
+        asked = t.model_attributes
+        if event.model is not None:  # the spec's models: this call's, fallbacks included
+            asked = {**asked, "gen_ai.request.model": event.model}
+        model = asked.get("gen_ai.request.model")
         return t.tracer.start_span(
             f"chat {model}" if model else "chat",
             self._context,
             start_time=self._ns(self._last),
-            attributes={"gen_ai.operation.name": "chat", **t.model_attributes, **attributes},
+            attributes={"gen_ai.operation.name": "chat", **asked, **attributes},
         )
 
     def _tool(self, event: ToolReturned, call: ToolCall, started: float) -> None:

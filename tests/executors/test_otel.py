@@ -208,3 +208,20 @@ def test_a_resumed_run_has_its_span_from_its_first_event(
 def get_weather(city: str) -> str:
     """The weather of a city"""
     return "26"
+
+
+def test_each_chat_span_names_the_model_its_call_went_to(exporter: InMemorySpanExporter) -> None:
+    """With fallback models, the model a call asked is the event's, not the tracer's default."""
+    spec = LoopSpec(models=("first", "second"))
+    model = ScriptedModel(
+        [
+            *[ModelError("overloaded", retryable=True, kind="overloaded")] * 4,
+            ModelResponse([Text("hello")], ModelStop.end_turn),
+        ]
+    )
+    with tracing(exporter).run() as on_event:
+        sync.run(spec, "hi", model=model, on_event=on_event, sleep=lambda s: None)
+    chats = [s for s in _in_order(list(exporter.get_finished_spans())) if s.name.startswith("chat")]
+    named = [(s.name, (s.attributes or {})["gen_ai.request.model"]) for s in chats]
+    assert named[0] == ("chat first", "first")
+    assert named[-1] == ("chat second", "second")
