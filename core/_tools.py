@@ -11,21 +11,18 @@ from __future__ import annotations
 __all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolSpec", "call_problem", "tool"]
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar, get_args, get_origin, get_type_hints, overload
 
 import msgspec
 
+from ._logs import logger
 from ._messages import Document, Image, Opaque, ResultPart, Text, ToolCall
 
 _MEDIA = (Image, Document)
 _PARTS = (Text, Image, Document, Opaque)
 
 _json = msgspec.json.Encoder()
-_log = logging.getLogger("turnstile.tools")
-# a library's loggers: records go where the application sends them, nowhere by default
-logging.getLogger("turnstile").addHandler(logging.NullHandler())
 
 D = TypeVar("D")
 
@@ -176,7 +173,8 @@ class Tool:
     def failed(self, exc: BaseException) -> ToolOutcome:
         """What the model is told of `exc`: its type and message. Its traceback, which the
         model never sees, goes to the `turnstile.tools` logger."""
-        _log.warning("tool %s raised %s", self.name, type(exc).__name__, exc_info=exc)
+        tool_log = logger("turnstile.tools")
+        tool_log.warning("tool %s raised %s", self.name, type(exc).__name__, exc_info=exc)
         detail = str(exc)
         return ToolOutcome(
             f"{self.name} failed: {type(exc).__name__}" + (f": {detail}" if detail else ""), True
