@@ -29,7 +29,17 @@ from ._linux import set_parent_death_signal
 from ._refs import resolve
 from ._verdict import exception_hint, too_large_message
 from ._view import private_ipc, show
-from ._wire import Call, Message, Report, Result, decode_deps, decode_only, frame, receive
+from ._wire import (
+    Call,
+    Message,
+    Report,
+    Result,
+    decode_deps,
+    decode_only,
+    frame,
+    receive,
+    write_all,
+)
 
 
 class _HintingTool(Tool):
@@ -94,9 +104,7 @@ def _rehearse() -> None:
 
 
 def _write(message: Message) -> None:
-    data = memoryview(frame(message))
-    while data:
-        data = data[os.write(RESULT_FD, data) :]
+    write_all(RESULT_FD, frame(message))
 
 
 def _exit_code(exc: SystemExit) -> int:

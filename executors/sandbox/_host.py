@@ -48,6 +48,7 @@ from ._wire import (
     frame,
     receive,
     send,
+    write_all,
 )
 
 # The launcher imports its modules and the core's from the image (see `_image`), before anything
@@ -224,9 +225,7 @@ class Exchange:
 def _in_memfd(data: bytes) -> int:
     """A memfd holding `data`."""
     fd = os.memfd_create("turnstile-call", os.MFD_CLOEXEC)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    write_all(fd, data)
     return fd
 
 

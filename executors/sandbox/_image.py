@@ -19,6 +19,8 @@ import pkgutil
 import threading
 from importlib.machinery import SourceFileLoader, SourcelessFileLoader
 
+from ._wire import write_all
+
 _PACKAGES = ("turnstile.core", "turnstile.executors.sandbox")
 """Whose modules a launcher and a call's processes import (a tool importing the core gets it
 from the image too). The packages are listed for their paths; their `__init__`s are not run."""
@@ -63,9 +65,7 @@ def image_fd() -> int:
 
 def _sealed(data: bytes) -> int:
     fd = os.memfd_create("turnstile-launcher", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    write_all(fd, data)
     seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
     return fd

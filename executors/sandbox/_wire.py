@@ -29,8 +29,10 @@ __all__ = [
     "frame",
     "receive",
     "send",
+    "write_all",
 ]
 
+import os
 import socket
 import struct
 from typing import Any
@@ -143,6 +145,13 @@ Message = Call | Start | Kill | Prepare | Done | Result | Report | Exited
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a pipe or a memfd may take it in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def frame(message: Message) -> bytes:
