@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -24,6 +25,7 @@ from turnstile.core import (
 )
 from turnstile.executors import Journal, Run, ScriptedModel, sync
 from turnstile.executors.otel import Tracing
+from turnstile.executors.sandbox import Sandbox
 from turnstile.executors.testing import replay
 
 WEATHER = Path(__file__).resolve().parents[2] / "fixtures" / "anthropic" / "weather.json"
@@ -88,9 +90,9 @@ def tree(spans: tuple[ReadableSpan, ...]) -> str:
     return "\n".join(lines)
 
 
-def traced(exporter: InMemorySpanExporter, executor: str) -> tuple[str, Run]:
+def traced(exporter: InMemorySpanExporter, executor: str, tools: Any = None) -> tuple[str, Run]:
     with tracing(exporter).run(epoch_ns=0) as on_event:
-        run = replay(WEATHER, executor=executor, on_event=on_event)  # type: ignore[arg-type]
+        run = replay(WEATHER, executor=executor, tools=tools, on_event=on_event)  # type: ignore[arg-type]
     spans = exporter.get_finished_spans()
     exporter.clear()
     return tree(spans), run
@@ -100,8 +102,10 @@ def test_the_weather_run_gives_one_span_tree_through_every_executor(
     exporter: InMemorySpanExporter, tmp_path: Path, snapshot
 ) -> None:
     by_sync, run = traced(exporter, "sync")
-    by_trio, _ = traced(exporter, "trio")
-    assert by_trio == by_sync
+    assert traced(exporter, "trio")[0] == by_sync
+    assert traced(exporter, "asyncio")[0] == by_sync
+    with Sandbox(["tests.executors.conformance_tools:get_weather"]) as box:
+        assert traced(exporter, "sync", box)[0] == by_sync
     assert by_sync == snapshot
     # afterwards, from the run, and from its journal: the same spans, at the same times
     live = {(s.name, s.start_time, s.end_time) for s in traced_spans(exporter, run)}
