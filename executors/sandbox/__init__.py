@@ -81,9 +81,10 @@ class Sandbox:
     nor forks; `close()` (or leaving a `with` block) stops them. Thread-safe.
 
     A tool's `ToolContext` crosses to its process: the call's id, and of the run's `deps` what
-    `deps` picks (all of them unless given), which must be plain data msgpack can carry; the
-    tool gets it as the type its `ToolContext[T]` says. A run whose deps cannot cross is
-    refused before it starts (`UnsendableDeps`).
+    `deps` picks (`deps=lambda d: d` for all of them; none unless given, for the code in here
+    is untrusted and a run's deps hold handles and secrets), which must be plain data msgpack
+    can carry; the tool gets it as the type its `ToolContext[T]` says. A run whose picked deps
+    cannot cross is refused before it starts (`UnsendableDeps`).
     """
 
     def __init__(
@@ -128,11 +129,11 @@ class Sandbox:
 
     def _encoded(self, deps: Any) -> bytes | None:
         """What of `deps` crosses, encoded once per run (a run's deps stay the same object)."""
-        if deps is None:
+        if deps is None or self._pick is None:
             return None
         last, raw = self._sent
         if last is not deps:
-            raw = encode_deps(deps if self._pick is None else self._pick(deps))
+            raw = encode_deps(self._pick(deps))
             self._sent = (deps, raw)
         return raw
 

@@ -71,9 +71,18 @@ def test_deps_reach_the_tool_in_process_and_nowhere_else(tmp_path: Path) -> None
     assert all("s3cr3t" not in repr(r) for r in client.requests)
 
 
+def test_without_a_declaration_no_deps_cross_to_the_sandbox() -> None:
+    """The run's deps may hold secrets and handles: untrusted code gets none of them unless
+    the sandbox says what crosses, and deps that could not cross do not stop the run."""
+    client = model(ToolCall("c1", "what_deps", {}))
+    with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as box:
+        run = sync.run(LoopSpec(), "go", model=client, tools=box, deps=threading.Lock())
+    assert run.messages[2].results[0].content == "None"
+
+
 def test_in_the_sandbox_the_deps_cross_as_the_type_the_tool_asks_for() -> None:
     client = model(ToolCall("c1", "whoami", {"greeting": "你好"}), ToolCall("c2", "what_deps", {}))
-    with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as box:
+    with Sandbox(TOOLS, SandboxLimits(wall_s=20), deps=lambda d: d) as box:
         run = sync.run(LoopSpec(), "go", model=client, tools=box, deps=User(7, "Ada"))
     assert [r.content for r in run.messages[2].results] == [
         "你好, Ada (7), in c1",
@@ -97,7 +106,7 @@ def test_a_sandbox_declares_what_of_the_deps_crosses() -> None:
 
 def test_deps_that_cannot_cross_are_refused_before_the_run_starts() -> None:
     client = model(ToolCall("c1", "whoami", {"greeting": "hi"}))
-    with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as box:
+    with Sandbox(TOOLS, SandboxLimits(wall_s=20), deps=lambda d: d) as box:
         with pytest.raises(UnsendableDeps, match="deps of type lock cannot cross"):
             sync.run(LoopSpec(), "go", model=client, tools=box, deps=threading.Lock())
     assert client.requests == []  # nothing ran
@@ -105,7 +114,7 @@ def test_deps_that_cannot_cross_are_refused_before_the_run_starts() -> None:
 
 def test_deps_of_the_wrong_shape_are_the_tool_s_error_result() -> None:
     client = model(ToolCall("c1", "whoami", {"greeting": "hi"}))
-    with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as box:
+    with Sandbox(TOOLS, SandboxLimits(wall_s=20), deps=lambda d: d) as box:
         run = sync.run(LoopSpec(), "go", model=client, tools=box, deps={"id": "seven"})
     result = run.messages[2].results[0]
     assert result.is_error and "whoami's deps do not convert" in result.content
