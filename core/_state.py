@@ -204,8 +204,11 @@ def state_problems(st: LoopState) -> list[str]:
         ):
             return []
         add(f"phase {phase}, yet it never started (no Started event)")
-    elif phase == "idle":
-        add("idle, yet started")
+    else:
+        if phase == "idle":
+            add("idle, yet started")
+        if not st.messages:  # a run starts from at least one message
+            add("started, yet its conversation is empty")
     if any(b.now < a.now for a, b in zip(st.events, st.events[1:], strict=False)):
         add("its events go back in time")
     if st.started_at is None:
