@@ -1,0 +1,82 @@
+"""Review of issue 18 (compaction, cost, fallback models): the cases its own tests missed."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from turnstile.core import CorruptState, Loop, Usage
+
+from tests.core._drive import Driver, call
+from tests.core.test_long_runs import small_window
+
+
+def _redumped(data: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
+    """`data` with its state edited and its checksum made to match again."""
+    dump = json.loads(data)
+    edit(dump["state"])
+    body = json.dumps(dump["state"], separators=(",", ":")).encode()
+    return b'{"schema":2,"checksum":"%08x","state":%s}' % (zlib.crc32(body), body)
+
+
+def _compacted_run(strategy: str, until_compacting: bool = False) -> Driver:
+    d = Driver(small_window(strategy))
+    d.start("go")
+    for i in range(10):
+        if d.state.phase == "compacting":
+            if until_compacting:
+                return d
+            d.reply(f"summary {i}", usage=Usage())
+        d.reply(call(f"c{i}", "read", n=i), usage=Usage())
+        d.result(f"c{i}", "z" * 300)
+    assert d.state.compactions
+    return d
+
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(field: str, value: Callable[[dict[str, Any], int], Any]) -> Edit:
+    def edit(state: dict[str, Any]) -> None:
+        record = state["compactions"][-1]
+        record[field] = value(record, len(state["messages"]))
+
+    return edit
+
+
+BROKEN_RECORDS = {
+    "head past the ledger": _set("head", lambda r, n: n + 5),
+    "head negative": _set("head", lambda r, n: -3),
+    "head not the first reply": _set("head", lambda r, n: r["head"] + 2),
+    "upto past the ledger": _set("upto", lambda r, n: n + 5),
+    "upto inside a round": _set("upto", lambda r, n: r["upto"] - 1),
+    "upto before head": _set("upto", lambda r, n: 0),
+    "at past the ledger": _set("at", lambda r, n: n + 1),
+}
+
+
+@pytest.mark.parametrize("strategy", ["clear_tool_results", "drop_turns", "summarize"])
+@pytest.mark.parametrize("broken", list(BROKEN_RECORDS))
+def test_a_dump_with_a_broken_compaction_record_is_corrupt_state(
+    strategy: str, broken: str
+) -> None:
+    d = _compacted_run(strategy)
+    Loop.load(d.loop.spec, d.loop.dump())  # as it was: loads
+    with pytest.raises(CorruptState, match="compaction"):
+        Loop.load(d.loop.spec, _redumped(d.loop.dump(), BROKEN_RECORDS[broken]))
+
+
+@pytest.mark.parametrize("where", [-1, 0, 2, 10_000])
+def test_a_dump_summarizing_up_to_no_cut_is_corrupt_state(where: int) -> None:
+    d = _compacted_run("summarize", until_compacting=True)
+    assert d.state.phase == "compacting"
+    Loop.load(d.loop.spec, d.loop.dump())
+
+    def edit(state: dict[str, Any]) -> None:
+        state["summarizing"] = where
+
+    with pytest.raises(CorruptState, match="summar"):
+        Loop.load(d.loop.spec, _redumped(d.loop.dump(), edit))
