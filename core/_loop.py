@@ -26,7 +26,7 @@ from ._commands import (
     RunTool,
     StopReason,
 )
-from ._compaction import compacted, plan, rewrite
+from ._compaction import DEFAULT_SUMMARY_PROMPT, compacted, plan, rewrite
 from ._cost import Price
 from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
@@ -590,8 +590,9 @@ class Loop:
         model = models[min(st.model_index, len(models) - 1)] if models else None
         if st.summarizing is not None:
             older = self._sent(st.summarizing)
-            assert spec.compaction is not None
-            prompt = spec.compaction.prompt
+            # a loaded state may be summarizing under a spec that no longer compacts
+            policy = spec.compaction
+            prompt = DEFAULT_SUMMARY_PROMPT if policy is None else policy.prompt
             return summary_request(spec, self._offered, older, prompt, self._key, model)
         messages = self._sent(None)
         return request(spec, st, self._offered, self._output, self._key, messages, model)

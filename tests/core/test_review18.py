@@ -7,10 +7,21 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
-from turnstile.core import CorruptState, Loop, Usage
+from turnstile.core import (
+    CallModel,
+    Compaction,
+    CorruptState,
+    Loop,
+    ModelReplied,
+    Purpose,
+    Usage,
+    UserMessage,
+    validate_history,
+)
 
-from tests.core._drive import Driver, call
+from tests.core._drive import Driver, call, reply
 from tests.core.test_long_runs import small_window
 
 
@@ -80,3 +91,19 @@ def test_a_dump_summarizing_up_to_no_cut_is_corrupt_state(where: int) -> None:
 
     with pytest.raises(CorruptState, match="summar"):
         Loop.load(d.loop.spec, _redumped(d.loop.dump(), edit))
+
+
+def test_a_dump_taken_while_summarizing_goes_on_under_a_spec_without_compaction() -> None:
+    """Compaction turned off between a crash and the restart: the summary asked for is asked
+    for again (in the default words), its reply taken, and the run goes on uncompacted."""
+    d = _compacted_run("summarize", until_compacting=True)
+    spec = msgspec.structs.replace(d.loop.spec, compaction=None)
+    loop = Loop.load(spec, d.loop.dump())
+    [ask] = loop.outstanding_commands()
+    assert isinstance(ask, CallModel) and ask.request.purpose is Purpose.summarize
+    assert ask.request.messages[-1] == UserMessage(Compaction(strategy="summarize").prompt)
+    validate_history(list(ask.request.messages))
+    [turn] = loop.send(ModelReplied(ask.id, reply("the summary"), now=d.now + 1))
+    assert isinstance(turn, CallModel) and turn.request.purpose is Purpose.turn
+    assert "the summary" in str(turn.request.messages[0])
+    validate_history(list(turn.request.messages))
