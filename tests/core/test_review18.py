@@ -107,3 +107,11 @@ def test_a_dump_taken_while_summarizing_goes_on_under_a_spec_without_compaction(
     assert isinstance(turn, CallModel) and turn.request.purpose is Purpose.turn
     assert "the summary" in str(turn.request.messages[0])
     validate_history(list(turn.request.messages))
+
+
+@pytest.mark.parametrize("prompt", ["", " \n"])
+def test_a_summary_prompt_with_nothing_to_say_is_refused_with_the_policy(prompt: str) -> None:
+    """An empty prompt would make every summary request an invalid history (an empty user
+    message), found only once the window fills."""
+    with pytest.raises(ValueError, match="prompt"):
+        Compaction(strategy="summarize", prompt=prompt)
