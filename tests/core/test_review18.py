@@ -13,15 +13,17 @@ from turnstile.core import (
     CallModel,
     Compaction,
     CorruptState,
+    InvalidObservation,
     Loop,
     ModelReplied,
+    Price,
     Purpose,
     Usage,
     UserMessage,
     validate_history,
 )
 
-from tests.core._drive import Driver, call, reply
+from tests.core._drive import Driver, call, reply, spec
 from tests.core.test_long_runs import small_window
 
 
@@ -115,3 +117,17 @@ def test_a_summary_prompt_with_nothing_to_say_is_refused_with_the_policy(prompt:
     message), found only once the window fills."""
     with pytest.raises(ValueError, match="prompt"):
         Compaction(strategy="summarize", prompt=prompt)
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "output_tokens", "cache_read_tokens"])
+def test_a_reply_counting_negative_tokens_is_invalid_observation(field: str) -> None:
+    """Negative counts would lower the run's cost and context size, so that neither the cost
+    budget nor the context guard (nor compaction) ever fires."""
+    loop = Loop(spec("read", models=("m",), prices={"m": Price(input=3.0, output=15.0)}))
+    [ask] = loop.start("go", 0.0)
+    usage = msgspec.structs.replace(Usage(10, 5), **{field: -1_000_000})
+    bad = ModelReplied(ask.id, reply("hi", usage=usage), now=1.0)
+    with pytest.raises(InvalidObservation, match=field):
+        loop.send(bad)
+    assert loop.state.cost == 0.0 and loop.state.phase == "awaiting_model"
+
