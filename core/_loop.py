@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["Loop"]
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -296,8 +297,8 @@ class Loop:
         st.usage = st.usage + usage
         if self.spec.prices:
             price = self._price(obs.model)
-            if price is not None:
-                st.cost += price.of(usage)
+            if price is not None:  # a float, so the state dumps: more than any budget
+                st.cost = min(st.cost + price.of(usage), sys.float_info.max)
         if st.phase == "compacting":
             return self._summarized(text_of(content), obs.command_id)
         st.messages.append(AssistantMessage(content))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from turnstile.core import (
     CallModel,
     Compaction,
     CorruptState,
+    Guards,
     InvalidObservation,
     Loop,
     ModelReplied,
@@ -131,3 +133,14 @@ def test_a_reply_counting_negative_tokens_is_invalid_observation(field: str) -> 
         loop.send(bad)
     assert loop.state.cost == 0.0 and loop.state.phase == "awaiting_model"
 
+
+def test_a_cost_past_what_a_float_holds_still_dumps_and_loads() -> None:
+    """Prices are any finite numbers and token counts any integers: their product may not be
+    finite, and a state whose cost is written as null would not load."""
+    prices = {"m": Price(input=1e300, output=1e300)}
+    s = spec("read", guards=Guards(context_window=None), models=("m",), prices=prices)
+    loop = Loop(s)
+    [ask] = loop.start("go", 0.0)
+    loop.send(ModelReplied(ask.id, reply(call("c0", "read"), usage=Usage(10**9, 10**9)), now=1.0))
+    assert math.isfinite(loop.state.cost)
+    assert Loop.load(s, loop.dump()).state == loop.state
