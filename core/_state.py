@@ -217,6 +217,8 @@ def state_problems(st: LoopState) -> list[str]:
         add(f"the model call outstanding, {st.pending_model}, is not the last one asked")
     if (phase == "compacting") != (st.summarizing is not None):
         add(f"a summary asked for is {st.summarizing is not None} in phase {phase}")
+    if st.model_index < 0:
+        add(f"model {st.model_index} of the spec's models asked")
     if st.retry_at is not None and st.pending_model is None:
         add("a retry time, but no model call outstanding")
     if (phase in ("finalizing", "done")) != (st.stop_reason is not StopReason.unknown):

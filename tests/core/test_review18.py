@@ -144,3 +144,15 @@ def test_a_cost_past_what_a_float_holds_still_dumps_and_loads() -> None:
     loop.send(ModelReplied(ask.id, reply(call("c0", "read"), usage=Usage(10**9, 10**9)), now=1.0))
     assert math.isfinite(loop.state.cost)
     assert Loop.load(s, loop.dump()).state == loop.state
+
+
+def test_a_dump_asking_a_model_before_the_first_is_corrupt_state() -> None:
+    s = spec("read", models=("a", "b"))
+    loop = Loop(s)
+    loop.start("go", 0.0)
+
+    def edit(state: dict[str, Any]) -> None:
+        state["model_index"] = -5
+
+    with pytest.raises(CorruptState, match="model"):
+        Loop.load(s, _redumped(loop.dump(), edit))
