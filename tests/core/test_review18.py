@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from turnstile.core import (
     CallModel,
     Compaction,
@@ -26,6 +28,7 @@ from turnstile.core import (
 )
 
 from tests.core._drive import Driver, call, reply, spec
+from tests.core._scripts import Run, check_consistent, drive, specs
 from tests.core.test_long_runs import small_window
 
 
@@ -156,3 +159,58 @@ def test_a_dump_asking_a_model_before_the_first_is_corrupt_state() -> None:
 
     with pytest.raises(CorruptState, match="model"):
         Loop.load(s, _redumped(loop.dump(), edit))
+
+
+COMPACTING = Guards(
+    max_turns=None,
+    deadline_s=None,
+    context_window=700,
+    reserve_tokens=50,
+    max_repeated_calls=None,
+    max_stalled_rounds=None,
+    max_failed_rounds=None,
+)
+NUMBERS = [-1, 0, 1, 2, 3, 5, 8, 13, 10_000, None, "x"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    data=st.data(),
+    strategy=st.sampled_from(["clear_tool_results", "drop_turns", "summarize"]),
+)
+def test_a_compacted_state_changed_behind_a_valid_checksum_is_corrupt_or_sends_valid_requests(
+    data: st.DataObject, strategy: str
+) -> None:
+    """The load fuzz's runs are too short to compact: here long runs compact, and a number in
+    their compaction records, the summary asked for or the model asked is changed."""
+    policy = Compaction(strategy=strategy, keep_turns=data.draw(st.integers(1, 3)))  # type: ignore[arg-type]
+    s = msgspec.structs.replace(
+        data.draw(specs(guards=COMPACTING, stop_when=())), compaction=policy
+    )
+    run = Run(s)
+    dumps: list[bytes] = []
+
+    def keep(r: Run) -> None:
+        if r.state.compactions:
+            dumps.append(r.loop.dump())
+
+    drive(data, run, steps=60, on_step=keep)
+    assume(dumps)
+    dump = data.draw(st.sampled_from(dumps))
+    state = json.loads(dump)["state"]
+    places: list[tuple[Any, ...]] = [("summarizing",), ("model_index",)]
+    for i in range(len(state["compactions"])):
+        places += [("compactions", i, field) for field in ("at", "head", "upto")]
+
+    def edit(state: dict[str, Any]) -> None:
+        *path, last = data.draw(st.sampled_from(places))
+        target = state
+        for step in path:
+            target = target[step]
+        target[last] = data.draw(st.sampled_from(NUMBERS))
+
+    try:
+        loop = Loop.load(s, _redumped(dump, edit))
+    except CorruptState:
+        return
+    check_consistent(s, loop, [])
