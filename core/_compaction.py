@@ -55,6 +55,8 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("Compaction: 0 < target <= threshold <= 1 (fractions of the window)")
         if self.keep_turns < 1:
             raise ValueError("Compaction.keep_turns must be 1 or more: the newest turn is kept")
+        if not self.prompt.strip():
+            raise ValueError("Compaction.prompt cannot be empty: the summary request sends it")
 
 
 def _first_reply(messages: Sequence[Message]) -> int | None:

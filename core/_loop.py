@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["Loop"]
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from ._commands import (
     RunTool,
     StopReason,
 )
-from ._compaction import compacted, plan, rewrite
+from ._compaction import DEFAULT_SUMMARY_PROMPT, compacted, plan, rewrite
 from ._cost import Price
 from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
@@ -296,8 +297,8 @@ class Loop:
         st.usage = st.usage + usage
         if self.spec.prices:
             price = self._price(obs.model)
-            if price is not None:
-                st.cost += price.of(usage)
+            if price is not None:  # a float, so the state dumps: more than any budget
+                st.cost = min(st.cost + price.of(usage), sys.float_info.max)
         if st.phase == "compacting":
             return self._summarized(text_of(content), obs.command_id)
         st.messages.append(AssistantMessage(content))
@@ -590,8 +591,9 @@ class Loop:
         model = models[min(st.model_index, len(models) - 1)] if models else None
         if st.summarizing is not None:
             older = self._sent(st.summarizing)
-            assert spec.compaction is not None
-            prompt = spec.compaction.prompt
+            # a loaded state may be summarizing under a spec that no longer compacts
+            policy = spec.compaction
+            prompt = DEFAULT_SUMMARY_PROMPT if policy is None else policy.prompt
             return summary_request(spec, self._offered, older, prompt, self._key, model)
         messages = self._sent(None)
         return request(spec, st, self._offered, self._output, self._key, messages, model)

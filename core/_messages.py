@@ -35,7 +35,7 @@ __all__ = [
 
 import enum
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -175,14 +175,18 @@ class Instructions(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, ta
 Message = UserMessage | AssistantMessage | ToolResults | Instructions
 
 
+Count = Annotated[int, msgspec.Meta(ge=0)]
+"""A number of tokens: a negative one would lower a run's cost and context size."""
+
+
 class Usage(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """Tokens of one call (or a sum). `input_tokens` is the whole prompt, cached parts included."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_read_tokens: Count = 0
+    cache_write_tokens: Count = 0
+    reasoning_tokens: Count = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(

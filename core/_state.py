@@ -30,7 +30,7 @@ from ._commands import StopReason
 from ._errors import CorruptState, InvalidHistory
 from ._history import History, history_problems
 from ._machine import PHASES
-from ._messages import AssistantMessage, Message, ToolCall, ToolResult, Usage
+from ._messages import AssistantMessage, Message, ToolCall, ToolResult, ToolResults, Usage
 from ._observations import Cancelled, Event, Started
 
 SCHEMA_VERSION = 2
@@ -220,6 +220,8 @@ def state_problems(st: LoopState) -> list[str]:
         add(f"the model call outstanding, {st.pending_model}, is not the last one asked")
     if (phase == "compacting") != (st.summarizing is not None):
         add(f"a summary asked for is {st.summarizing is not None} in phase {phase}")
+    if st.model_index < 0:
+        add(f"model {st.model_index} of the spec's models asked")
     if st.retry_at is not None and st.pending_model is None:
         add("a retry time, but no model call outstanding")
     if (phase in ("finalizing", "done")) != (st.stop_reason is not StopReason.unknown):
@@ -227,10 +229,40 @@ def state_problems(st: LoopState) -> list[str]:
     if (phase == "awaiting_approval") != (st.waiting_since is not None):
         add(f"waiting for a human is {st.waiting_since is not None} in phase {phase}")
     problems += _round_problems(st)
+    problems += _compaction_problems(st)
     history = history_problems(st.messages, allow_pending=phase in _PENDING)
     if history:
         add(f"an invalid history: {InvalidHistory(history)}")
     return problems
+
+
+def _is_cut(messages: list[Message], k: int) -> bool:
+    """A turn begins at `k` after a round's results: where compaction may cut."""
+    return (
+        0 < k < len(messages)
+        and type(messages[k]) is AssistantMessage
+        and (type(messages[k - 1]) is ToolResults)
+    )
+
+
+def _compaction_problems(st: LoopState) -> list[str]:
+    """Records that no compaction could have made: each cuts where a turn begins, after the
+    last one's cut, from the first reply on, so that what requests send stays a valid history."""
+    messages = st.messages
+    head = next((i for i, m in enumerate(messages) if type(m) is AssistantMessage), len(messages))
+    start, at = head, 0
+    for i, r in enumerate(st.compactions):
+        if r.head != head or not start < r.upto < r.at <= len(messages):
+            return [f"compaction {i} cuts at {r.head}..{r.upto} of {r.at}, not where it could"]
+        if not _is_cut(messages, r.upto) or r.at < at:
+            return [f"compaction {i} cuts at {r.upto} of {r.at}, not where a turn begins"]
+        if r.summary is not None and r.strategy != "summarize":
+            return [f"compaction {i} has a summary, yet it {r.strategy}"]
+        start, at = r.upto, r.at
+    cut = st.summarizing
+    if cut is not None and (cut <= start or not _is_cut(messages, cut)):
+        return [f"a summary asked for up to {cut}, where no compaction could cut"]
+    return []
 
 
 def _round_problems(st: LoopState) -> list[str]:

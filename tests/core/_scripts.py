@@ -413,6 +413,9 @@ def check_consistent(spec: LoopSpec, loop: Loop, commands: list[Command]) -> Non
     phase = st_.phase
     validate_history(st_.messages, allow_pending=phase in PENDING_PHASES)
     outstanding = loop.outstanding_commands()
+    for c in outstanding:
+        if type(c) is CallModel:  # what a resumed executor sends again
+            validate_history(c.request.messages)
     for c in commands:
         if type(c) is Finish:
             assert commands == [c] and phase == "done", f"Finish must come alone: {commands}"
@@ -423,9 +426,10 @@ def check_consistent(spec: LoopSpec, loop: Loop, commands: list[Command]) -> Non
         assert st_.stop_reason is not StopReason.unknown
         assert st_.pending_model is None and not st_.round
         assert outstanding == [Finish(st_.stop_reason, st_.output)]
-    elif phase in ("awaiting_model", "finalizing"):
+    elif phase in ("awaiting_model", "finalizing", "compacting"):
         assert st_.pending_model is not None and not st_.round
         assert (st_.stop_reason is not StopReason.unknown) == (phase == "finalizing")
+        assert (st_.summarizing is not None) == (phase == "compacting")
     elif phase == "awaiting_tools":
         assert st_.pending_model is None and statuses & {"running", "started"}
     elif phase == "awaiting_approval":
