@@ -91,6 +91,13 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 "Guards.max_model_retries, max_output_retries and reserve_tokens cannot be negative"
             )
+        if self.context_window is not None and self.context_window <= self.reserve_tokens:
+            raise ValueError(
+                "Guards.context_window must be larger than reserve_tokens "
+                f"({self.reserve_tokens}): every run would stop before its first call"
+            )
+        if self.finalize and not self.finalize_prompt.strip():
+            raise ValueError("Guards.finalize_prompt cannot be blank: it is the final request's")
         if self.max_cost is not None and not 0 < self.max_cost < math.inf:
             raise ValueError("Guards.max_cost must be more than 0, or None")
         if not 0 <= self.retry_backoff_s <= self.retry_backoff_max_s < math.inf:
