@@ -456,4 +456,7 @@ class _Driver:
             if self.finish is not None or not _cancelled(exc):
                 raise
             self.step(Cancelled("the run was cancelled", now=self.now()))
+        if self.finish is None and tasks:  # a task raised its backend's cancel (a tool's own
+            # asyncio.CancelledError): the group cancelled itself and left without a word
+            self.step(Cancelled("the run was cancelled", now=self.now()))
         return Run(self.loop, self.finish, self.waiting)

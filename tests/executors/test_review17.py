@@ -1,0 +1,47 @@
+"""Bad input for issue 17's parts: tools that raise their event loop's cancel, deps that cannot
+cross or change between runs, MCP servers that answer malformed content or page forever."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from turnstile.core import (
+    LoopSpec,
+    ModelResponse,
+    ModelStop,
+    StopReason,
+    Text,
+    ToolCall,
+    Usage,
+    tool,
+    validate_history,
+)
+from turnstile.executors import ScriptedModel, aio
+from turnstile.executors.testing import run_async
+
+CONTEXT_TOOLS = ["tests.executors.context_tools:what_deps"]
+
+
+def calling(*calls: ToolCall) -> ScriptedModel:
+    return ScriptedModel(
+        [
+            ModelResponse(list(calls), ModelStop.tool_use, Usage(1, 1)),
+            ModelResponse([Text("done")], ModelStop.end_turn, Usage(1, 1)),
+        ]
+    )
+
+
+@tool
+async def gives_up(n: int) -> str:
+    """Raises asyncio's cancel though no one cancelled the run (a future it awaited was)."""
+    raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_tools_raising_cancelled_error_still_leave_a_finished_valid_run(n: int) -> None:
+    model = calling(*(ToolCall(f"c{i}", "gives_up", {"n": i}) for i in range(n)))
+    run = run_async(lambda: aio.run(LoopSpec(), "go", model=model, tools=[gives_up]))
+    assert run.finish is not None and run.stop_reason is StopReason.cancelled
+    validate_history(run.messages)
+    assert not run.loop.outstanding_ids()
