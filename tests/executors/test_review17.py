@@ -4,6 +4,7 @@ cross or change between runs, MCP servers that answer malformed content or page 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from turnstile.core import (
@@ -17,7 +18,8 @@ from turnstile.core import (
     tool,
     validate_history,
 )
-from turnstile.executors import ScriptedModel, aio
+from turnstile.executors import ScriptedModel, aio, sync
+from turnstile.executors.sandbox import Sandbox, SandboxLimits, UnsendableDeps
 from turnstile.executors.testing import run_async
 
 CONTEXT_TOOLS = ["tests.executors.context_tools:what_deps"]
@@ -45,3 +47,11 @@ def test_tools_raising_cancelled_error_still_leave_a_finished_valid_run(n: int) 
     assert run.finish is not None and run.stop_reason is StopReason.cancelled
     validate_history(run.messages)
     assert not run.loop.outstanding_ids()
+
+
+def test_recursive_deps_are_refused_as_unsendable() -> None:
+    deps: dict[str, Any] = {}
+    deps["self"] = deps
+    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20)) as box:
+        with pytest.raises(UnsendableDeps, match="deps of type dict cannot cross"):
+            sync.run(LoopSpec(), "go", model=calling(), tools=box, deps=deps)
