@@ -14,6 +14,7 @@ from turnstile.core import (
     StopReason,
     Text,
     ToolCall,
+    ToolResults,
     Usage,
     tool,
     validate_history,
@@ -55,3 +56,18 @@ def test_recursive_deps_are_refused_as_unsendable() -> None:
     with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20)) as box:
         with pytest.raises(UnsendableDeps, match="deps of type dict cannot cross"):
             sync.run(LoopSpec(), "go", model=calling(), tools=box, deps=deps)
+
+
+def test_each_run_sends_its_deps_as_they_are_when_it_starts() -> None:
+    """The same dict, changed between two runs on one sandbox: each run's tool sees it as it
+    was given to that run, not as the sandbox first encoded it."""
+    deps = {"user": "ada"}
+    seen = []
+    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20)) as box:
+        for user in ("ada", "bob"):
+            deps["user"] = user
+            model = calling(ToolCall("c1", "what_deps", {}))
+            run = sync.run(LoopSpec(), "go", model=model, tools=box, deps=deps)
+            [results] = [m for m in run.messages if type(m) is ToolResults]
+            seen.append(results.results[0].content)
+    assert seen == ["{'user': 'ada'}", "{'user': 'bob'}"]
