@@ -144,15 +144,14 @@ class MCPTools:
             return ToolOutcome(f"{name}: the MCP server is not connected (open MCPTools)", True)
         if client is None:
             return ToolOutcome(f"no MCP server here offers a tool named {name!r}", True)
-        try:
-            result = portal.call(client.call_tool, name, arguments)
+        try:  # a server's malformed content (an image not in base64) is the call's failure too
+            return outcome(portal.call(client.call_tool, name, arguments))
         except Exception as e:
             _log.warning("MCP tool %s failed: %s", name, type(e).__name__, exc_info=e)
             detail = str(e)
             return ToolOutcome(
                 f"{name} failed: {type(e).__name__}" + (f": {detail}" if detail else ""), True
             )
-        return outcome(result)
 
 
 def _first(group: BaseExceptionGroup[Any]) -> str:

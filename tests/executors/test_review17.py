@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import mcp.types
 import pytest
+from mcp.server.mcpserver import MCPServer
 from turnstile.core import (
     LoopSpec,
     ModelResponse,
@@ -20,6 +22,7 @@ from turnstile.core import (
     validate_history,
 )
 from turnstile.executors import ScriptedModel, aio, sync
+from turnstile.executors.mcp import MCPTools
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, UnsendableDeps
 from turnstile.executors.testing import run_async
 
@@ -71,3 +74,16 @@ def test_each_run_sends_its_deps_as_they_are_when_it_starts() -> None:
             [results] = [m for m in run.messages if type(m) is ToolResults]
             seen.append(results.results[0].content)
     assert seen == ["{'user': 'ada'}", "{'user': 'bob'}"]
+
+
+def test_an_mcp_image_that_is_not_base64_is_an_error_result() -> None:
+    server = MCPServer("bad pictures")
+
+    @server.tool()
+    def picture() -> list[mcp.types.ImageContent]:
+        """A picture whose data is not base64."""
+        return [mcp.types.ImageContent(data="abc", mime_type="image/png")]
+
+    with MCPTools(server) as tools:
+        content, is_error = tools.run("picture", {})
+    assert is_error and "picture" in str(content)
