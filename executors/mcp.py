@@ -108,7 +108,8 @@ class MCPTools:
         clients: dict[str, Client] = {}
         specs: list[ToolSpec] = []
         clash: str | None = None
-        with contextlib.ExitStack() as opening:  # closed again unless every server answers
+        looping: ConnectionError | None = None  # raised once the sessions are closed: closing
+        with contextlib.ExitStack() as opening:  # one with an error wraps it in the SDK's group
             portal = opening.enter_context(start_blocking_portal())
             for server in self._servers:
                 client = mcp.Client(server, **self._options)
@@ -117,13 +118,18 @@ class MCPTools:
                     listing = portal.call(_listed, client)
                 except ExceptionGroup as group:  # the SDK's task groups: say what went wrong
                     raise ConnectionError(f"MCP server {server!r}: {_first(group)}") from group
+                except ConnectionError as e:
+                    looping = ConnectionError(f"MCP server {server!r}: {e}")
+                    break
                 for listed in listing:
                     clash = clash or (listed.name if listed.name in clients else None)
                     clients[listed.name] = client
                     specs.append(tool_spec(listed))
-            if clash is None:
+            if clash is None and looping is None:  # else closed again
                 self._portal, self._clients, self.specs = portal, clients, tuple(specs)
                 self._exit = opening.pop_all()
+        if looping is not None:
+            raise looping
         if clash is not None:
             raise ValueError(f"two MCP servers offer a tool named {clash!r}")
         return self
@@ -163,12 +169,17 @@ def _first(group: BaseExceptionGroup[Any]) -> str:
 
 
 async def _listed(client: Client) -> list[mcp.types.Tool]:
-    """Every tool the server lists, page after page."""
+    """Every tool the server lists, page after page; a cursor that comes back is a server
+    paging in a loop, which would never end."""
     tools: list[mcp.types.Tool] = []
     cursor: str | None = None
+    seen: set[str] = set()
     while True:
         page = await client.list_tools(cursor=cursor)
         tools += page.tools
         cursor = page.next_cursor
         if cursor is None:
             return tools
+        if cursor in seen:
+            raise ConnectionError(f"its tool list pages in a loop (cursor {cursor!r} came back)")
+        seen.add(cursor)

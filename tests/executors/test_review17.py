@@ -8,6 +8,7 @@ from typing import Any
 
 import mcp.types
 import pytest
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from turnstile.core import (
     LoopSpec,
@@ -87,3 +88,20 @@ def test_an_mcp_image_that_is_not_base64_is_an_error_result() -> None:
     with MCPTools(server) as tools:
         content, is_error = tools.run("picture", {})
     assert is_error and "picture" in str(content)
+
+
+def test_a_server_whose_tool_list_pages_forever_is_refused() -> None:
+    pages = 0
+
+    async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
+        nonlocal pages
+        pages += 1  # a bound, so the test fails rather than hangs without the check
+        listed = mcp.types.Tool(name="echo", input_schema={"type": "object"})
+        return mcp.types.ListToolsResult(
+            tools=[listed], next_cursor="again" if pages < 50 else None
+        )
+
+    server = Server("loops", on_list_tools=list_tools)
+    with pytest.raises(ConnectionError, match="'again'"):
+        MCPTools(server).__enter__()
+    assert pages == 2
