@@ -108,28 +108,29 @@ class MCPTools:
         clients: dict[str, Client] = {}
         specs: list[ToolSpec] = []
         clash: str | None = None
-        looping: ConnectionError | None = None  # raised once the sessions are closed: closing
+        failed: ConnectionError | None = None  # raised once the sessions are closed: closing
         with contextlib.ExitStack() as opening:  # one with an error wraps it in the SDK's group
             portal = opening.enter_context(start_blocking_portal())
             for server in self._servers:
                 client = mcp.Client(server, **self._options)
                 try:
                     client = opening.enter_context(portal.wrap_async_context_manager(client))
-                    listing = portal.call(_listed, client)
                 except ExceptionGroup as group:  # the SDK's task groups: say what went wrong
                     raise ConnectionError(f"MCP server {server!r}: {_first(group)}") from group
-                except ConnectionError as e:
-                    looping = ConnectionError(f"MCP server {server!r}: {e}")
+                try:
+                    listing = portal.call(_listed, client)
+                except Exception as e:  # an error answered, a list paging in a loop
+                    failed = ConnectionError(f"MCP server {server!r}: {_first(e)}")
                     break
                 for listed in listing:
                     clash = clash or (listed.name if listed.name in clients else None)
                     clients[listed.name] = client
                     specs.append(tool_spec(listed))
-            if clash is None and looping is None:  # else closed again
+            if clash is None and failed is None:  # else closed again
                 self._portal, self._clients, self.specs = portal, clients, tuple(specs)
                 self._exit = opening.pop_all()
-        if looping is not None:
-            raise looping
+        if failed is not None:
+            raise failed
         if clash is not None:
             raise ValueError(f"two MCP servers offer a tool named {clash!r}")
         return self
@@ -160,8 +161,8 @@ class MCPTools:
             )
 
 
-def _first(group: BaseExceptionGroup[Any]) -> str:
-    """The first error a task group gathered, named."""
+def _first(group: BaseException) -> str:
+    """The first error a task group gathered (or the error itself), named."""
     error: BaseException = group
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]

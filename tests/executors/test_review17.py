@@ -102,6 +102,14 @@ def test_a_server_whose_tool_list_pages_forever_is_refused() -> None:
         )
 
     server = Server("loops", on_list_tools=list_tools)
-    with pytest.raises(ConnectionError, match="'again'"):
+    with pytest.raises(ConnectionError, match="pages in a loop \\(cursor 'again'"):
         MCPTools(server).__enter__()
     assert pages == 2
+
+
+def test_a_server_that_fails_to_list_its_tools_is_a_connection_error() -> None:
+    async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
+        raise RuntimeError("the catalogue is down")
+
+    with pytest.raises(ConnectionError, match=r"MCP server .*: MCPError: Internal server error"):
+        MCPTools(Server("broken", on_list_tools=list_tools)).__enter__()
