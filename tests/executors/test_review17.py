@@ -12,6 +12,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from turnstile.core import (
     LoopSpec,
+    ModelFailed,
     ModelResponse,
     ModelStop,
     StopReason,
@@ -113,3 +114,45 @@ def test_a_server_that_fails_to_list_its_tools_is_a_connection_error() -> None:
 
     with pytest.raises(ConnectionError, match=r"MCP server .*: MCPError: Internal server error"):
         MCPTools(Server("broken", on_list_tools=list_tools)).__enter__()
+
+
+class Garbage:
+    """A model client with a bug: what it returns is not a `ModelResponse`."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+    def complete(self, request: Any) -> Any:
+        return self.reply
+
+
+class AsyncGarbage(Garbage):
+    async def acomplete(self, request: Any) -> Any:
+        return self.reply
+
+
+GARBAGE = [
+    None,
+    "hello",
+    {"content": []},
+    ModelResponse([None], ModelStop.end_turn, Usage(1, 1)),  # type: ignore[list-item]
+    object(),
+]
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
+@pytest.mark.parametrize("reply", GARBAGE, ids=["none", "str", "dict", "bad-content", "object"])
+def test_a_model_client_s_garbage_reply_ends_the_run_as_a_model_error(
+    executor: str, reply: Any
+) -> None:
+    if executor == "sync":
+        run = sync.run(LoopSpec(), "hi", model=Garbage(reply))
+    else:
+        run = run_async(
+            lambda: aio.run(LoopSpec(), "hi", model=AsyncGarbage(reply)),
+            backend=executor,  # type: ignore[arg-type]
+        )
+    assert run.stop_reason is StopReason.model_error
+    [failed] = [e for e in run.state.events if type(e) is ModelFailed]
+    assert not failed.retryable and "not a valid reply" in failed.message
+    validate_history(run.messages)
