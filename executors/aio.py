@@ -154,7 +154,8 @@ async def updates(
         run = stream.run
 
     The iteration ends with the run. Leaving the block before that cancels the run (it
-    finishes `cancelled`, its state valid); an error of the run is raised from the block.
+    finishes `cancelled`, its state valid), an error included; an error of the run, or of
+    the block, is raised from the block as it is (not in an `ExceptionGroup`).
     """
     send, receive = anyio.create_memory_object_stream[Update](math.inf)
     stream = Updates(receive)
@@ -166,15 +167,25 @@ async def updates(
         with contextlib.suppress(anyio.BrokenResourceError):  # the block was left: no one reads
             send.send_nowait(update)
 
+    failed: list[Exception] = []  # raised as they are once the run is over, never in a group
+
     async def drive() -> None:
         with send:
-            stream.run = await run(spec, prompt, on_update=show, **options)
+            try:
+                stream.run = await run(spec, prompt, on_update=show, **options)
+            except Exception as e:  # the iteration ends, then the block raises it
+                failed.append(e)
 
     async with anyio.create_task_group() as group:
         group.start_soon(drive)
         with receive:
-            yield stream
+            try:
+                yield stream
+            except Exception as e:  # the block's own error: the run is cancelled first
+                failed.insert(0, e)
         group.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
 
 
 class _Inbox:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import anyio
 import mcp.types
 import pytest
 from mcp.server.lowlevel import Server
@@ -23,7 +24,7 @@ from turnstile.core import (
     tool,
     validate_history,
 )
-from turnstile.executors import ScriptedModel, aio, sync
+from turnstile.executors import ScriptedModel, ToolCallStarted, aio, sync
 from turnstile.executors.mcp import MCPTools
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, UnsendableDeps
 from turnstile.executors.testing import run_async
@@ -156,3 +157,45 @@ def test_a_model_client_s_garbage_reply_ends_the_run_as_a_model_error(
     [failed] = [e for e in run.state.events if type(e) is ModelFailed]
     assert not failed.retryable and "not a valid reply" in failed.message
     validate_history(run.messages)
+
+
+class Gone(Exception):
+    """The page that read the updates went away."""
+
+
+@tool
+async def nap(n: int) -> str:
+    """Naps a tenth of a second."""
+    await anyio.sleep(0.1)
+    return "rested"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_error_in_the_updates_block_is_raised_as_it_is_and_the_run_cancelled(
+    backend: str,
+) -> None:
+    async def main() -> Any:
+        model = calling(ToolCall("a", "nap", {"n": 1}), ToolCall("b", "nap", {"n": 2}))
+        with pytest.raises(Gone):
+            async with aio.updates(LoopSpec(), "go", model=model, tools=[nap]) as stream:
+                async for update in stream:
+                    if type(update) is ToolCallStarted:
+                        raise Gone
+        return stream.run
+
+    run = run_async(main, backend=backend)  # type: ignore[arg-type]
+    assert run.stop_reason is StopReason.cancelled
+    validate_history(run.messages)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_error_of_the_run_is_raised_from_the_updates_block_as_it_is(backend: str) -> None:
+    async def main() -> list[Any]:
+        seen: list[Any] = []
+        with pytest.raises(TypeError, match="needs an AsyncModelClient"):
+            async with aio.updates(LoopSpec(), "go", model=object()) as stream:
+                async for update in stream:
+                    seen.append(update)
+        return seen
+
+    assert run_async(main, backend=backend) == []  # type: ignore[arg-type]
