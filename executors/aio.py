@@ -277,14 +277,17 @@ class _Driver:
         self.inline_scope = anyio.CancelScope()  # ...and its scope
         self.waiting: list[AwaitApproval] = []
         self.finish: Finish | None = None
-        self.complete = self._client(model, record.delta)
+        self.complete = self._client(model, record.delta, record.loop)
 
     @staticmethod
     def _client(
-        model: AsyncModelClient | ModelClient, on_delta: Callable[[Any], object] | None
+        model: AsyncModelClient | ModelClient,
+        on_delta: Callable[[Any], object] | None,
+        loop: Loop,
     ) -> Callable[[CallModel], Awaitable[Any]]:
         """How to ask the model: awaited if it is async, else in a worker thread; with the
-        caller's `on_update` for its deltas if it takes them."""
+        caller's `on_update` for its deltas if it takes them. A thread that was abandoned (the
+        run cancelled, the deadline passed) goes on: its deltas are no longer shown."""
         if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
             method: Callable[..., Any] = model.acomplete
             if on_delta is not None and takes(method, "on_delta"):
@@ -292,8 +295,19 @@ class _Driver:
             return lambda c: method(c.request)
         sync: Callable[..., Any] = cast(ModelClient, model).complete
         if on_delta is not None and takes(sync, "on_delta"):
-            show = on_delta  # the deltas come from the worker thread: shown on the event loop's
-            sync = functools.partial(sync, on_delta=lambda d: anyio.from_thread.run_sync(show, d))
+            show = on_delta  # the deltas come from the worker thread
+
+            def streamed(c: CallModel) -> Awaitable[Any]:
+                def shown(delta: Any) -> None:  # on the event loop's thread
+                    if loop.state.pending_model == c.id:
+                        show(delta)
+
+                call = functools.partial(
+                    sync, on_delta=lambda d: anyio.from_thread.run_sync(shown, d)
+                )
+                return anyio.to_thread.run_sync(call, c.request, abandon_on_cancel=True)
+
+            return streamed
         return lambda c: anyio.to_thread.run_sync(sync, c.request, abandon_on_cancel=True)
 
     # -- the work of one command -------------------------------------------------------------

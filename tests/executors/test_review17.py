@@ -4,6 +4,8 @@ cross or change between runs, MCP servers that answer malformed content or page 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from typing import Any
 
 import anyio
@@ -24,10 +26,11 @@ from turnstile.core import (
     tool,
     validate_history,
 )
-from turnstile.executors import ScriptedModel, ToolCallStarted, aio, sync
+from turnstile.executors import RunFinished, ScriptedModel, ToolCallStarted, aio, sync
 from turnstile.executors.mcp import MCPTools
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, UnsendableDeps
 from turnstile.executors.testing import run_async
+from turnstile.providers import TextDelta
 
 CONTEXT_TOOLS = ["tests.executors.context_tools:what_deps"]
 
@@ -199,3 +202,45 @@ def test_an_error_of_the_run_is_raised_from_the_updates_block_as_it_is(backend: 
         return seen
 
     assert run_async(main, backend=backend) == []  # type: ignore[arg-type]
+
+
+class StreamsOn:
+    """A sync client that streams one delta, then another once told to (after the run that
+    asked for it is over): its thread, abandoned, goes on."""
+
+    def __init__(self) -> None:
+        self.go_on = threading.Event()
+        self.done = threading.Event()
+
+    def complete(self, request: Any, *, on_delta: Any = None) -> ModelResponse:
+        try:
+            on_delta(TextDelta(0, "early"))
+            self.go_on.wait(10)
+            with contextlib.suppress(Exception):
+                on_delta(TextDelta(0, "late"))
+        finally:
+            self.done.set()
+        return ModelResponse([Text("late")], ModelStop.end_turn, Usage(1, 1))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_abandoned_sync_model_call_shows_nothing_after_the_run_finished(backend: str) -> None:
+    model = StreamsOn()
+    seen: list[Any] = []
+
+    async def main() -> Any:
+        with anyio.CancelScope() as scope:
+
+            def show(update: Any) -> None:
+                seen.append(update)
+                if type(update) is TextDelta:
+                    scope.cancel()
+
+            run = await aio.run(LoopSpec(), "hi", model=model, on_update=show)
+        model.go_on.set()
+        await anyio.to_thread.run_sync(model.done.wait, 10)  # the event loop still runs
+        return run
+
+    run = anyio.run(main, backend=backend)
+    assert run.stop_reason is StopReason.cancelled
+    assert seen[-1] == RunFinished(StopReason.cancelled)
