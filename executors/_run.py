@@ -32,12 +32,14 @@ from turnstile.core import (
     Denied,
     Event,
     Finish,
+    InvalidObservation,
     Loop,
     LoopSpec,
     LoopState,
     Message,
     ModelError,
     ModelFailed,
+    ModelReplied,
     Observation,
     Resumed,
     RunTool,
@@ -262,7 +264,14 @@ class Recorder:
         return self.send(Resumed(now=now))
 
     def send(self, obs: Observation) -> list[Command]:
-        commands = self.loop.send(obs)
+        try:
+            commands = self.loop.send(obs)
+        except InvalidObservation as e:  # the loop is left as it was
+            if type(obs) is not ModelReplied or e.path == "now":  # else the response's fault
+                raise
+            # what the client returned is not a ModelResponse: its bug, final as if it raised
+            message = f"the model client's reply is not a valid reply ({e})"
+            commands = self.loop.send(ModelFailed(obs.command_id, message, False, now=obs.now))
         self._record(commands)
         return commands
 

@@ -154,7 +154,8 @@ async def updates(
         run = stream.run
 
     The iteration ends with the run. Leaving the block before that cancels the run (it
-    finishes `cancelled`, its state valid); an error of the run is raised from the block.
+    finishes `cancelled`, its state valid), an error included; an error of the run, or of
+    the block, is raised from the block as it is (not in an `ExceptionGroup`).
     """
     send, receive = anyio.create_memory_object_stream[Update](math.inf)
     stream = Updates(receive)
@@ -166,15 +167,25 @@ async def updates(
         with contextlib.suppress(anyio.BrokenResourceError):  # the block was left: no one reads
             send.send_nowait(update)
 
+    failed: list[Exception] = []  # raised as they are once the run is over, never in a group
+
     async def drive() -> None:
         with send:
-            stream.run = await run(spec, prompt, on_update=show, **options)
+            try:
+                stream.run = await run(spec, prompt, on_update=show, **options)
+            except Exception as e:  # the iteration ends, then the block raises it
+                failed.append(e)
 
     async with anyio.create_task_group() as group:
         group.start_soon(drive)
         with receive:
-            yield stream
+            try:
+                yield stream
+            except Exception as e:  # the block's own error: the run is cancelled first
+                failed.insert(0, e)
         group.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
 
 
 class _Inbox:
@@ -266,14 +277,17 @@ class _Driver:
         self.inline_scope = anyio.CancelScope()  # ...and its scope
         self.waiting: list[AwaitApproval] = []
         self.finish: Finish | None = None
-        self.complete = self._client(model, record.delta)
+        self.complete = self._client(model, record.delta, record.loop)
 
     @staticmethod
     def _client(
-        model: AsyncModelClient | ModelClient, on_delta: Callable[[Any], object] | None
+        model: AsyncModelClient | ModelClient,
+        on_delta: Callable[[Any], object] | None,
+        loop: Loop,
     ) -> Callable[[CallModel], Awaitable[Any]]:
         """How to ask the model: awaited if it is async, else in a worker thread; with the
-        caller's `on_update` for its deltas if it takes them."""
+        caller's `on_update` for its deltas if it takes them. A thread that was abandoned (the
+        run cancelled, the deadline passed) goes on: its deltas are no longer shown."""
         if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
             method: Callable[..., Any] = model.acomplete
             if on_delta is not None and takes(method, "on_delta"):
@@ -281,8 +295,19 @@ class _Driver:
             return lambda c: method(c.request)
         sync: Callable[..., Any] = cast(ModelClient, model).complete
         if on_delta is not None and takes(sync, "on_delta"):
-            show = on_delta  # the deltas come from the worker thread: shown on the event loop's
-            sync = functools.partial(sync, on_delta=lambda d: anyio.from_thread.run_sync(show, d))
+            show = on_delta  # the deltas come from the worker thread
+
+            def streamed(c: CallModel) -> Awaitable[Any]:
+                def shown(delta: Any) -> None:  # on the event loop's thread
+                    if loop.state.pending_model == c.id:
+                        show(delta)
+
+                call = functools.partial(
+                    sync, on_delta=lambda d: anyio.from_thread.run_sync(shown, d)
+                )
+                return anyio.to_thread.run_sync(call, c.request, abandon_on_cancel=True)
+
+            return streamed
         return lambda c: anyio.to_thread.run_sync(sync, c.request, abandon_on_cancel=True)
 
     # -- the work of one command -------------------------------------------------------------
@@ -455,5 +480,8 @@ class _Driver:
         except BaseException as exc:
             if self.finish is not None or not _cancelled(exc):
                 raise
+            self.step(Cancelled("the run was cancelled", now=self.now()))
+        if self.finish is None and tasks:  # a task raised its backend's cancel (a tool's own
+            # asyncio.CancelledError): the group cancelled itself and left without a word
             self.step(Cancelled("the run was cancelled", now=self.now()))
         return Run(self.loop, self.finish, self.waiting)

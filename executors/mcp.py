@@ -108,22 +108,29 @@ class MCPTools:
         clients: dict[str, Client] = {}
         specs: list[ToolSpec] = []
         clash: str | None = None
-        with contextlib.ExitStack() as opening:  # closed again unless every server answers
+        failed: ConnectionError | None = None  # raised once the sessions are closed: closing
+        with contextlib.ExitStack() as opening:  # one with an error wraps it in the SDK's group
             portal = opening.enter_context(start_blocking_portal())
             for server in self._servers:
                 client = mcp.Client(server, **self._options)
                 try:
                     client = opening.enter_context(portal.wrap_async_context_manager(client))
-                    listing = portal.call(_listed, client)
                 except ExceptionGroup as group:  # the SDK's task groups: say what went wrong
                     raise ConnectionError(f"MCP server {server!r}: {_first(group)}") from group
+                try:
+                    listing = portal.call(_listed, client)
+                except Exception as e:  # an error answered, a list paging in a loop
+                    failed = ConnectionError(f"MCP server {server!r}: {_first(e)}")
+                    break
                 for listed in listing:
                     clash = clash or (listed.name if listed.name in clients else None)
                     clients[listed.name] = client
                     specs.append(tool_spec(listed))
-            if clash is None:
+            if clash is None and failed is None:  # else closed again
                 self._portal, self._clients, self.specs = portal, clients, tuple(specs)
                 self._exit = opening.pop_all()
+        if failed is not None:
+            raise failed
         if clash is not None:
             raise ValueError(f"two MCP servers offer a tool named {clash!r}")
         return self
@@ -144,19 +151,18 @@ class MCPTools:
             return ToolOutcome(f"{name}: the MCP server is not connected (open MCPTools)", True)
         if client is None:
             return ToolOutcome(f"no MCP server here offers a tool named {name!r}", True)
-        try:
-            result = portal.call(client.call_tool, name, arguments)
+        try:  # a server's malformed content (an image not in base64) is the call's failure too
+            return outcome(portal.call(client.call_tool, name, arguments))
         except Exception as e:
             _log.warning("MCP tool %s failed: %s", name, type(e).__name__, exc_info=e)
             detail = str(e)
             return ToolOutcome(
                 f"{name} failed: {type(e).__name__}" + (f": {detail}" if detail else ""), True
             )
-        return outcome(result)
 
 
-def _first(group: BaseExceptionGroup[Any]) -> str:
-    """The first error a task group gathered, named."""
+def _first(group: BaseException) -> str:
+    """The first error a task group gathered (or the error itself), named."""
     error: BaseException = group
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
@@ -164,12 +170,17 @@ def _first(group: BaseExceptionGroup[Any]) -> str:
 
 
 async def _listed(client: Client) -> list[mcp.types.Tool]:
-    """Every tool the server lists, page after page."""
+    """Every tool the server lists, page after page; a cursor that comes back is a server
+    paging in a loop, which would never end."""
     tools: list[mcp.types.Tool] = []
     cursor: str | None = None
+    seen: set[str] = set()
     while True:
         page = await client.list_tools(cursor=cursor)
         tools += page.tools
         cursor = page.next_cursor
         if cursor is None:
             return tools
+        if cursor in seen:
+            raise ConnectionError(f"its tool list pages in a loop (cursor {cursor!r} came back)")
+        seen.add(cursor)

@@ -124,7 +124,9 @@ class Sandbox:
 
     def check_deps(self, deps: Any) -> None:
         """Raise `UnsendableDeps` unless (what `deps=` picks of) `deps` can cross to the calls'
-        processes; the executors ask before a run starts."""
+        processes; the executors ask before a run starts. Encoded afresh: the same object given
+        to another run may have changed since."""
+        self._sent = (None, None)
         self._encoded(deps)
 
     def _encoded(self, deps: Any) -> bytes | None:

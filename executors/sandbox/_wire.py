@@ -161,10 +161,10 @@ def frame(message: Message) -> bytes:
 
 def encode_deps(deps: Any) -> bytes:
     """A run's deps as they cross to a call's process; raises `UnsendableDeps` for what msgpack
-    cannot carry (a connection, a lock, a function)."""
+    cannot carry (a connection, a lock, a function, a structure that holds itself)."""
     try:
         return _encoder.encode(deps)
-    except (TypeError, ValueError, OverflowError) as e:
+    except (TypeError, ValueError, OverflowError, RecursionError) as e:
         raise UnsendableDeps(type(deps).__name__, str(e)) from None
 
 
