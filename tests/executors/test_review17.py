@@ -62,7 +62,7 @@ def test_tools_raising_cancelled_error_still_leave_a_finished_valid_run(n: int) 
 def test_recursive_deps_are_refused_as_unsendable() -> None:
     deps: dict[str, Any] = {}
     deps["self"] = deps
-    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20)) as box:
+    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20), deps=lambda d: d) as box:
         with pytest.raises(UnsendableDeps, match="deps of type dict cannot cross"):
             sync.run(LoopSpec(), "go", model=calling(), tools=box, deps=deps)
 
@@ -72,7 +72,7 @@ def test_each_run_sends_its_deps_as_they_are_when_it_starts() -> None:
     was given to that run, not as the sandbox first encoded it."""
     deps = {"user": "ada"}
     seen = []
-    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20)) as box:
+    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20), deps=lambda d: d) as box:
         for user in ("ada", "bob"):
             deps["user"] = user
             model = calling(ToolCall("c1", "what_deps", {}))
