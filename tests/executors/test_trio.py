@@ -25,7 +25,6 @@ from turnstile.core import (
     Text,
     Tick,
     ToolCall,
-    ToolReturned,
     Usage,
     tool,
 )
@@ -33,23 +32,11 @@ from turnstile.executors import Run, ScriptedModel, sync
 from turnstile.executors import trio as trio_executor
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
 
+from .test_aio import batch, returned
+
 
 def in_trio(fn: Callable[[], Awaitable[Any]]) -> Any:
     return trio.run(fn, clock=trio.testing.MockClock(autojump_threshold=0))
-
-
-def batch(name: str, n: int = 8) -> ScriptedModel:
-    calls = [ToolCall(f"c{i}", name, {"n": i}) for i in range(n)]
-    return ScriptedModel(
-        [
-            ModelResponse(calls, ModelStop.tool_use, Usage(10, 5)),
-            ModelResponse([Text("rested")], ModelStop.end_turn, Usage(10, 5)),
-        ]
-    )
-
-
-def returned(run: Run) -> list[tuple[str, float]]:
-    return [(e.call_id, e.now) for e in run.state.events if type(e) is ToolReturned]
 
 
 def test_resume_from_a_dump_under_trio() -> None:
