@@ -9,11 +9,13 @@ server gone.
 
 from __future__ import annotations
 
-__all__ = ["MCPTools", "outcome", "tool_spec"]
+__all__ = ["MCPTools", "offered_name", "outcome", "tool_spec"]
 
 import base64
 import contextlib
+import hashlib
 import logging
+import re
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +38,27 @@ _log = logging.getLogger("turnstile.mcp")
 _json = msgspec.json.Encoder()
 
 
+_TAKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The tool names all three formats take (MCP allows more: dots, spaces, any length)."""
+
+
+def offered_name(name: str) -> str:
+    """`name`, or, if the providers would refuse it, a name they take: the rest turned to `_`,
+    cut short, and a hash of the original after it, so that it is the same at every listing
+    and no two originals share it."""
+    if _TAKEN.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', name)[:55]}_{digest}"
+
+
 def tool_spec(tool: mcp.types.Tool) -> ToolSpec:
-    """An MCP tool as the model sees it. One the server marks read-only or idempotent is
-    `replay_safe`: a call a crash interrupted may run again."""
+    """An MCP tool as the model sees it, under a name the providers take (`offered_name`).
+    One the server marks read-only or idempotent is `replay_safe`: a call a crash interrupted
+    may run again."""
     hints = tool.annotations
     return ToolSpec(
-        tool.name,
+        offered_name(tool.name),
         tool.description or tool.title or "",
         dict(tool.input_schema),
         replay_safe=hints is not None and bool(hints.read_only_hint or hints.idempotent_hint),
@@ -96,7 +113,8 @@ class MCPTools:
         self._servers = servers
         self._options = client_options
         self._portal: BlockingPortal | None = None
-        self._clients: dict[str, Client] = {}  # by the name of each tool it serves
+        self._clients: dict[str, Client] = {}  # by the name of each tool it serves, as offered
+        self._names: dict[str, str] = {}  # each tool's own name, by the name it is offered as
         self._exit = contextlib.ExitStack()
         self.specs: tuple[ToolSpec, ...] = ()
 
@@ -106,6 +124,7 @@ class MCPTools:
 
     def __enter__(self) -> MCPTools:
         clients: dict[str, Client] = {}
+        names: dict[str, str] = {}
         specs: list[ToolSpec] = []
         clash: str | None = None
         failed: ConnectionError | None = None  # raised once the sessions are closed: closing
@@ -123,11 +142,13 @@ class MCPTools:
                     failed = ConnectionError(f"MCP server {server!r}: {_first(e)}")
                     break
                 for listed in listing:
-                    clash = clash or (listed.name if listed.name in clients else None)
-                    clients[listed.name] = client
-                    specs.append(tool_spec(listed))
+                    spec = tool_spec(listed)
+                    clash = clash or (listed.name if spec.name in clients else None)
+                    clients[spec.name], names[spec.name] = client, listed.name
+                    specs.append(spec)
             if clash is None and failed is None:  # else closed again
                 self._portal, self._clients, self.specs = portal, clients, tuple(specs)
+                self._names = names
                 self._exit = opening.pop_all()
         if failed is not None:
             raise failed
@@ -141,7 +162,7 @@ class MCPTools:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._portal, self._clients = None, {}
+        self._portal, self._clients, self._names = None, {}, {}
         self._exit.close()
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
@@ -152,7 +173,7 @@ class MCPTools:
         if client is None:
             return ToolOutcome(f"no MCP server here offers a tool named {name!r}", True)
         try:  # a server's malformed content (an image not in base64) is the call's failure too
-            return outcome(portal.call(client.call_tool, name, arguments))
+            return outcome(portal.call(client.call_tool, self._names[name], arguments))
         except Exception as e:
             _log.warning("MCP tool %s failed: %s", name, type(e).__name__, exc_info=e)
             detail = str(e)

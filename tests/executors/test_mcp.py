@@ -6,6 +6,7 @@ the tool list."""
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -188,3 +189,28 @@ def test_a_resumed_run_goes_on_with_the_tools_it_recorded(tmp_path: Path) -> Non
     assert [t.name for t in model.requests[0].tools] == ["get_weather", "save_note"]
     assert all(is_error for _, is_error in results(run.messages))
     assert all("no implementation" in content for content, _ in results(run.messages))
+
+
+def test_a_tool_name_the_providers_refuse_is_offered_as_one_they_take() -> None:
+    """MCP allows names the formats refuse (they take 1-64 letters, digits, _ and -): such a
+    tool is offered under a name they take, the same at every listing, and called by its own."""
+    odd = MCPServer("files")
+
+    @odd.tool(name="files.read")
+    def read(path: str) -> str:
+        """读一个文件"""
+        return f"read {path}"
+
+    @odd.tool(name="x" * 70)
+    def long() -> str:
+        """名字太长"""
+        return "long"
+
+    with MCPTools(odd) as tools:
+        offered = [s.name for s in tools.specs]
+        assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in offered), offered
+        assert offered[0].startswith("files_read_")
+        assert tools.run(offered[0], {"path": "/a"}) == ('{"result":"read /a"}', False)
+        assert tools.run(offered[1], {}) == ('{"result":"long"}', False)
+    with MCPTools(odd) as again:
+        assert [s.name for s in again.specs] == offered
