@@ -30,6 +30,7 @@ from turnstile.core import (
 from tests.core._drive import Driver, call, reply, spec
 from tests.core._scripts import Run, check_consistent, drive, specs
 from tests.core.test_long_runs import small_window
+from tests.core.test_properties import LONG
 
 
 def _redumped(data: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
@@ -161,15 +162,6 @@ def test_a_dump_asking_a_model_before_the_first_is_corrupt_state() -> None:
         Loop.load(s, _redumped(loop.dump(), edit))
 
 
-COMPACTING = Guards(
-    max_turns=None,
-    deadline_s=None,
-    context_window=700,
-    reserve_tokens=50,
-    max_repeated_calls=None,
-    max_stalled_rounds=None,
-    max_failed_rounds=None,
-)
 NUMBERS = [-1, 0, 1, 2, 3, 5, 8, 13, 10_000, None, "x"]
 
 
@@ -185,9 +177,7 @@ def test_a_compacted_state_changed_behind_a_valid_checksum_is_corrupt_or_sends_v
     """The load fuzz's runs are too short to compact: here long runs compact, and a number in
     their compaction records, the summary asked for or the model asked is changed."""
     policy = Compaction(strategy=strategy, keep_turns=data.draw(st.integers(1, 3)))  # type: ignore[arg-type]
-    s = msgspec.structs.replace(
-        data.draw(specs(guards=COMPACTING, stop_when=())), compaction=policy
-    )
+    s = msgspec.structs.replace(data.draw(specs(guards=LONG, stop_when=())), compaction=policy)
     run = Run(s)
     dumps: list[bytes] = []
 
