@@ -21,8 +21,10 @@ def run_async(
     autojump takes a running worker thread for idleness; this does not.)"""
     import anyio
 
-    if backend == "trio":
-        return anyio.run(fn, backend="trio", backend_options={"clock": _trio_time()})
+    if backend == "trio":  # anyio before 4.14 drops a trio clock given in backend_options
+        import trio
+
+        return trio.run(fn, clock=_trio_time())
     if backend == "asyncio":
         return anyio.run(fn, backend="asyncio", backend_options={"loop_factory": _asyncio_time()})
     raise ValueError(f"unknown backend {backend!r}: use 'asyncio' or 'trio'")
