@@ -1,4 +1,5 @@
-"""The activities a worker runs for its workflows: a model call, a tool call.
+"""The activities a worker runs for its workflows: a model call, a tool call, and the specs
+of the tools it runs (for a spec that names none).
 
 They resolve the model by the name the run was started with and the tool by the call's name,
 heartbeat while they wait (so a worker that dies is noticed within the heartbeat timeout) and
@@ -29,7 +30,14 @@ from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRu
 from turnstile.executors._run import model_failed
 from turnstile.executors._toolbox import Toolbox, caller
 
-from ._wire import MODEL_ACTIVITY, TOOL_ACTIVITY, decode_call_model, decode_run_tool, encode
+from ._wire import (
+    MODEL_ACTIVITY,
+    SPECS_ACTIVITY,
+    TOOL_ACTIVITY,
+    decode_call_model,
+    decode_run_tool,
+    encode,
+)
 
 T = TypeVar("T")
 Model = ModelClient | AsyncModelClient
@@ -84,6 +92,11 @@ class Activities:
             else:
                 obs = ModelReplied(call.id, response, now=0.0)
         return encode(obs)
+
+    @activity.defn(name=SPECS_ACTIVITY)
+    async def tool_specs(self) -> bytes:
+        """The specs of the tools this worker runs: what a spec that names none is offered."""
+        return encode(tuple(self._runner.specs))
 
     @activity.defn(name=TOOL_ACTIVITY)
     async def run_tool(self, command: bytes) -> bytes:

@@ -38,9 +38,10 @@ def worker(
     an async context manager.
 
     `models` are the clients runs name (`start(..., model="name")`); `tools` run their calls (a
-    `Sandbox`, a `Toolbox`, tools). A sandbox starts each call's process with `subprocess`, never
-    by forking the worker, whose threads a fork would not take along. `options` go to `Worker`
-    (`max_concurrent_activities=`, ...). Raises `TypeError` for a model that is no client.
+    `Sandbox`, a `Toolbox`, tools), and a spec that names no tools is offered them. A sandbox
+    starts each call's process with `subprocess`, never by forking the worker, whose threads a
+    fork would not take along. `options` go to `Worker` (`max_concurrent_activities=`, ...).
+    Raises `TypeError` for a model that is no client.
     """
     for name, model in models.items():
         if not isinstance(model, ModelClient | AsyncModelClient):
@@ -53,7 +54,7 @@ def worker(
         client,
         task_queue=task_queue,
         workflows=[LoopWorkflow],
-        activities=[activities.call_model, activities.run_tool],
+        activities=[activities.call_model, activities.run_tool, activities.tool_specs],
         workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS),
         **options,
     )
