@@ -12,7 +12,7 @@ __all__ = ["Activities"]
 
 import asyncio
 from collections.abc import Awaitable, Mapping
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from temporalio import activity
 from turnstile.core import (
@@ -67,12 +67,14 @@ def _complete(model: Model, request: ModelRequest) -> Awaitable[ModelResponse]:
 
 
 class Activities:
-    """A worker's model calls (its clients by name) and tool calls (its runner)."""
+    """A worker's model calls (its clients by name) and tool calls (its runner, whose tools
+    that ask for a `ToolContext` get the worker's `deps`)."""
 
-    def __init__(self, models: Mapping[str, Model], runner: ToolRunner) -> None:
+    def __init__(self, models: Mapping[str, Model], runner: ToolRunner, deps: Any = None) -> None:
         self._models = models
         self._runner = runner
-        self._run_call = caller(runner)
+        self._deps = deps
+        self._run_call = caller(runner, deps)
         self._timeouts = {s.name: s.timeout_s for s in runner.specs if s.timeout_s}
 
     @activity.defn(name=MODEL_ACTIVITY)
@@ -113,5 +115,5 @@ class Activities:
         runner = self._runner
         tool = runner.get(call.name) if isinstance(runner, Toolbox) else None
         if tool is not None and tool.is_async:
-            return await tool.ainvoke(call.arguments, ToolContext(call.id))
+            return await tool.ainvoke(call.arguments, ToolContext(call.id, self._deps))
         return await asyncio.to_thread(self._run_call, call)
