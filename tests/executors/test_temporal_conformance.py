@@ -85,17 +85,20 @@ def test_a_sandboxed_worker_gives_the_same_event_log(env: Env) -> None:
 def test_a_spec_naming_no_tools_is_offered_the_workers_tools(env: Env) -> None:
     queue = f"offered-{uuid.uuid4().hex[:8]}"
 
-    async def go() -> Run:
+    async def go() -> tuple[Run, WorkflowHistory]:
         models = {"offered": ScriptedModel(offered)}
         async with temporal.worker(
             env.client, models=models, tools=runner_tools(), task_queue=queue
         ):
-            return await temporal.run(
+            handle = await temporal.start(
                 env.client, NAMES_NO_TOOLS, "note it", model="offered", id=queue, task_queue=queue
             )
+            return await handle.result(), await handle.workflow.fetch_history()
 
-    run = env.wait(go(), 60)
+    run, history = env.wait(go(), 60)
     assert run.output == OFFERED
     model = ScriptedModel(offered)
     by_sync = sync.run(NAMES_NO_TOOLS, "note it", model=model, tools=runner_tools())
     assert event_log(run) == event_log(by_sync)
+    replay_history(history)
+    keep(history, "worker-tools")
