@@ -4,9 +4,17 @@ The loop is the workflow's deterministic part; model and tool calls are activiti
 workers that know the models by name and the tools by their runner. A worker that dies loses
 nothing: another takes its runs over, and a call that is not replay-safe is never run twice.
 
-    handle = await temporal.start(client, spec, prompt, model="claude", id="run-1")
-    async with temporal.worker(client, models={"claude": claude}, tools=[get_weather]):
+    handle = await temporal.start(client, spec, prompt, model="claude", id="run-1",
+                                  on_update=show)
+    async with temporal.worker(client, models={"claude": claude}, tools=[get_weather], deps=db):
         run = await handle.result()
+
+The arguments mean what they mean in `sync.run`, split by where they live: the tools, and the
+`deps` handed to the tools that ask for them, are the worker's (a spec that names no tools is
+offered the worker's); `on_event` and `on_update` are the caller's, given to `start` (or `run`)
+and called while the handle's `result()` waits, which follows the workflow's loop by a query
+(the model streams in the worker, so there are no deltas). A refused `answer` raises
+`ProtocolError`, saying why.
 """
 
 try:

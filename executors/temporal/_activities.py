@@ -1,4 +1,5 @@
-"""The activities a worker runs for its workflows: a model call, a tool call.
+"""The activities a worker runs for its workflows: a model call, a tool call, and the specs
+of the tools it runs (for a spec that names none).
 
 They resolve the model by the name the run was started with and the tool by the call's name,
 heartbeat while they wait (so a worker that dies is noticed within the heartbeat timeout) and
@@ -11,7 +12,7 @@ __all__ = ["Activities"]
 
 import asyncio
 from collections.abc import Awaitable, Mapping
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from temporalio import activity
 from turnstile.core import (
@@ -29,7 +30,14 @@ from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRu
 from turnstile.executors._run import model_failed
 from turnstile.executors._toolbox import Toolbox, caller
 
-from ._wire import MODEL_ACTIVITY, TOOL_ACTIVITY, decode_call_model, decode_run_tool, encode
+from ._wire import (
+    MODEL_ACTIVITY,
+    SPECS_ACTIVITY,
+    TOOL_ACTIVITY,
+    decode_call_model,
+    decode_run_tool,
+    encode,
+)
 
 T = TypeVar("T")
 Model = ModelClient | AsyncModelClient
@@ -59,12 +67,14 @@ def _complete(model: Model, request: ModelRequest) -> Awaitable[ModelResponse]:
 
 
 class Activities:
-    """A worker's model calls (its clients by name) and tool calls (its runner)."""
+    """A worker's model calls (its clients by name) and tool calls (its runner, whose tools
+    that ask for a `ToolContext` get the worker's `deps`)."""
 
-    def __init__(self, models: Mapping[str, Model], runner: ToolRunner) -> None:
+    def __init__(self, models: Mapping[str, Model], runner: ToolRunner, deps: Any = None) -> None:
         self._models = models
         self._runner = runner
-        self._run_call = caller(runner)
+        self._deps = deps
+        self._run_call = caller(runner, deps)
         self._timeouts = {s.name: s.timeout_s for s in runner.specs if s.timeout_s}
 
     @activity.defn(name=MODEL_ACTIVITY)
@@ -85,6 +95,11 @@ class Activities:
                 obs = ModelReplied(call.id, response, now=0.0)
         return encode(obs)
 
+    @activity.defn(name=SPECS_ACTIVITY)
+    async def tool_specs(self) -> bytes:
+        """The specs of the tools this worker runs: what a spec that names none is offered."""
+        return encode(tuple(self._runner.specs))
+
     @activity.defn(name=TOOL_ACTIVITY)
     async def run_tool(self, command: bytes) -> bytes:
         call = decode_run_tool(command)
@@ -100,5 +115,5 @@ class Activities:
         runner = self._runner
         tool = runner.get(call.name) if isinstance(runner, Toolbox) else None
         if tool is not None and tool.is_async:
-            return await tool.ainvoke(call.arguments, ToolContext(call.id))
+            return await tool.ainvoke(call.arguments, ToolContext(call.id, self._deps))
         return await asyncio.to_thread(self._run_call, call)

@@ -1,34 +1,134 @@
-"""Starting a run as a workflow, and what its handle tells: the loop, the result, approvals."""
+"""Starting a run as a workflow, and what its handle tells: the loop, the result, approvals, and
+the run's events and updates as it goes."""
 
 from __future__ import annotations
 
 __all__ = ["LoopHandle", "run", "start"]
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
-from turnstile.core import AwaitApproval, Finish, Loop, LoopSpec, Message
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError
+from turnstile.core import (
+    AwaitApproval,
+    CallModel,
+    Event,
+    Finish,
+    Loop,
+    LoopSpec,
+    Message,
+    ProtocolError,
+    Started,
+)
+from turnstile.executors._events import ModelCallStarted, Narrator, Update
 from turnstile.executors._run import Run, check_prompt
 
 from ._wire import DEFAULT_OPTIONS, TASK_QUEUE, WORKFLOW, Input, Options, encode, shippable
 
+FOLLOW_S = 0.2
+"""How often `result()` asks the workflow for its loop while someone follows the run."""
+
+
+class _Follower:
+    """Shows `on_event` and `on_update` what the workflow's loop recorded: its events are fed,
+    once each and in order, to a loop of its own (as `Loop.replay` does), so the updates are
+    those the local executors show, the deltas of a streamed reply aside (the model is called
+    in the worker)."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        on_event: Callable[[Event], None] | None,
+        on_update: Callable[[Update], object] | None,
+    ) -> None:
+        self.loop = loop
+        self._on_event = on_event
+        self._narrator = None if on_update is None else Narrator(on_update)
+
+    def catch_up(self, events: Sequence[Event]) -> None:
+        """Show the events past those already shown."""
+        mirror = self.loop
+        for event in events[len(mirror.state.events) :]:
+            if type(event) is Started:
+                commands = mirror.start(event.messages, event.now, event.tools)
+            else:
+                commands = mirror.send(event)
+            if self._on_event is not None:
+                self._on_event(event)
+            if self._narrator is not None:
+                self._narrator.recorded(mirror, [event])
+                self._narrator.commands(mirror, commands)
+                for command in commands:
+                    if type(command) is CallModel:
+                        self._narrator.show(ModelCallStarted(command.id))
+
 
 class LoopHandle:
     """A run under way in Temporal. `workflow` is Temporal's own handle (to cancel, describe,
-    fetch the history); the spec is the one it was started with, needed to read its dumps."""
+    fetch the history); the spec is the one it was started with, needed to read its dumps.
+    `on_event` and `on_update` see the run's events and updates while `result()` waits, as in
+    `sync.run`; `loop` is the loop the run was started from (its events are not shown again)."""
 
-    def __init__(self, workflow: WorkflowHandle[Any, Any], spec: LoopSpec) -> None:
+    def __init__(
+        self,
+        workflow: WorkflowHandle[Any, Any],
+        spec: LoopSpec,
+        *,
+        loop: Loop | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        on_update: Callable[[Update], object] | None = None,
+    ) -> None:
         self.workflow = workflow
         self.spec = spec
+        self._follower = None
+        if on_event is not None or on_update is not None:
+            mirror = Loop(spec) if loop is None else Loop.load(spec, loop.dump())
+            self._follower = _Follower(mirror, on_event, on_update)
 
     async def result(self) -> Run:
-        """Wait for the run to finish; its `Run`."""
-        data = await self.workflow.result()
+        """Wait for the run to finish; its `Run`. Meanwhile the run's events and updates go to
+        `on_event` and `on_update` as the workflow records them (it is asked every
+        `FOLLOW_S` seconds), and the rest once it is over; what they raise is raised here (the
+        workflow goes on)."""
+        outcome = asyncio.ensure_future(self.workflow.result())
+        try:
+            if self._follower is not None:
+                await self._follow(outcome)
+            data = await outcome
+        finally:
+            outcome.cancel()
         loop = Loop.load(self.spec, data)
+        if self._follower is not None:
+            self._follower.catch_up(loop.state.events)
         [finish] = loop.outstanding_commands()
         assert type(finish) is Finish
         return Run(loop, finish)
+
+    async def _follow(self, outcome: asyncio.Future[Any]) -> None:
+        assert self._follower is not None
+        while not outcome.done():
+            asked = asyncio.ensure_future(self.loop())
+            try:
+                await asyncio.wait({asked, outcome}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                asked.cancel()
+            if not asked.done() or asked.cancelled():
+                return  # the run is over: its result has every event
+            try:
+                loop = asked.result()
+            except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
+                loop = None  # no worker answers yet: ask again
+            if loop is not None:
+                self._follower.catch_up(loop.state.events)
+            await asyncio.wait({outcome}, timeout=FOLLOW_S)
 
     async def loop(self) -> Loop | None:
         """The loop as it is now (a query), None before the workflow began it."""
@@ -43,10 +143,15 @@ class LoopHandle:
 
     async def answer(self, call_id: str, decision: bool | str) -> None:
         """Approve (True) or deny (False, or a reason) the call `call_id`; returns once the
-        workflow took the answer. Raises `temporalio.client.WorkflowUpdateFailedError` when
-        the run awaits no approval of that call."""
+        workflow took the answer. Raises `ProtocolError`, saying why, when the run awaits no
+        approval of that call (the loop's error for an answer it cannot take)."""
         reason = decision if isinstance(decision, str) else ""
-        await self.workflow.execute_update("answer", args=[call_id, decision is True, reason])
+        try:
+            await self.workflow.execute_update("answer", args=[call_id, decision is True, reason])
+        except WorkflowUpdateFailedError as e:
+            cause = e.cause
+            why = getattr(cause, "message", None) or str(cause or e)
+            raise ProtocolError(why) from e
 
 
 async def start(
@@ -59,12 +164,17 @@ async def start(
     task_queue: str = TASK_QUEUE,
     loop: Loop | None = None,
     options: Options = DEFAULT_OPTIONS,
+    on_event: Callable[[Event], None] | None = None,
+    on_update: Callable[[Update], object] | None = None,
     **start_options: Any,
 ) -> LoopHandle:
     """Start a run as the workflow `id` on `task_queue`, where a `worker` knows the `model` by
-    name and runs the spec's tools. From `prompt`; or resume `loop` (a dump from any executor:
-    the loop is told it was `Resumed`), going on with its conversation if `prompt` is given too,
-    as the other executors do. `start_options` go to `Client.start_workflow`.
+    name and runs the spec's tools (a spec that names none is offered the worker's). From
+    `prompt`; or resume `loop` (a dump from any executor: the loop is told it was `Resumed`),
+    going on with its conversation if `prompt` is given too, as the other executors do.
+    `on_event` and `on_update` follow the run as in `sync.run`, on this side: they are called
+    while the handle's `result()` waits (the model streams in the worker, so no deltas).
+    `start_options` go to `Client.start_workflow`.
 
     Raises `ValueError` for a spec JSON cannot carry (code in it) and for a prompt the loop
     cannot start from.
@@ -84,7 +194,7 @@ async def start(
         task_queue=task_queue,
         **start_options,
     )
-    return LoopHandle(handle, spec)
+    return LoopHandle(handle, spec, loop=loop, on_event=on_event, on_update=on_update)
 
 
 async def run(
@@ -93,5 +203,5 @@ async def run(
     prompt: str | Sequence[Message] | None = None,
     **kwargs: Any,
 ) -> Run:
-    """`start` a run and wait for its result."""
+    """`start` a run and wait for its result (`on_event` and `on_update` see it as it goes)."""
     return await (await start(client, spec, prompt, **kwargs)).result()

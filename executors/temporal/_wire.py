@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_OPTIONS",
     "MODEL_ACTIVITY",
+    "SPECS_ACTIVITY",
     "TASK_QUEUE",
     "TOOL_ACTIVITY",
     "WORKFLOW",
@@ -18,6 +19,7 @@ __all__ = [
     "decode_input",
     "decode_outcome",
     "decode_run_tool",
+    "decode_specs",
     "encode",
     "shippable",
     "typed",
@@ -35,11 +37,13 @@ from turnstile.core import (
     ModelReplied,
     RunTool,
     ToolReturned,
+    ToolSpec,
 )
 
 WORKFLOW = "turnstile.Loop"
 MODEL_ACTIVITY = "turnstile.call_model"
 TOOL_ACTIVITY = "turnstile.run_tool"
+SPECS_ACTIVITY = "turnstile.tool_specs"
 TASK_QUEUE = "turnstile"
 
 
@@ -94,6 +98,7 @@ decode_input = msgspec.json.Decoder(Input).decode
 decode_call_model = msgspec.json.Decoder(CallModel).decode
 decode_run_tool = msgspec.json.Decoder(RunTool).decode
 decode_outcome = msgspec.json.Decoder(ModelReplied | ModelFailed | ToolReturned).decode
+decode_specs = msgspec.json.Decoder(tuple[ToolSpec, ...]).decode
 
 
 def typed(spec: LoopSpec) -> LoopSpec:

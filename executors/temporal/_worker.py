@@ -31,6 +31,7 @@ def worker(
     *,
     models: Mapping[str, ModelClient | AsyncModelClient],
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
+    deps: Any = None,
     task_queue: str = TASK_QUEUE,
     **options: Any,
 ) -> Worker:
@@ -38,9 +39,12 @@ def worker(
     an async context manager.
 
     `models` are the clients runs name (`start(..., model="name")`); `tools` run their calls (a
-    `Sandbox`, a `Toolbox`, tools). A sandbox starts each call's process with `subprocess`, never
-    by forking the worker, whose threads a fork would not take along. `options` go to `Worker`
-    (`max_concurrent_activities=`, ...). Raises `TypeError` for a model that is no client.
+    `Sandbox`, a `Toolbox`, tools), and a spec that names no tools is offered them. `deps`
+    reaches every tool that asks for a `ToolContext`, as in `sync.run`: it stays in the worker
+    process, never in a history. A sandbox
+    starts each call's process with `subprocess`, never by forking the worker, whose threads a
+    fork would not take along. `options` go to `Worker` (`max_concurrent_activities=`, ...).
+    Raises `TypeError` for a model that is no client.
     """
     for name, model in models.items():
         if not isinstance(model, ModelClient | AsyncModelClient):
@@ -48,12 +52,12 @@ def worker(
                 f"the model {name!r} is not a client (complete(request) or async "
                 f"acomplete(request) -> ModelResponse): {model!r}"
             )
-    activities = Activities(models, as_runner(tools))
+    activities = Activities(models, as_runner(tools), deps)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[LoopWorkflow],
-        activities=[activities.call_model, activities.run_tool],
+        activities=[activities.call_model, activities.run_tool, activities.tool_specs],
         workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS),
         **options,
     )

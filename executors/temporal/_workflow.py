@@ -3,7 +3,9 @@
 The workflow is an executor like trio's: every command the loop hands out starts at once (a
 model call or a tool call as an activity, an approval as a wait for an `answer` update) and each
 result goes back to the loop stamped with `workflow.time()`. It decides nothing: replaying a
-history feeds the same results to the same pure loop, which hands out the same commands.
+history feeds the same results to the same pure loop, which hands out the same commands. A spec
+that names no tools is offered the worker's, as the other executors offer their runner's: the
+workflow asks a worker for their specs by an activity, so the history records them.
 
 A tool activity that never reports back (its worker died) is tried again only for a replay-safe
 tool; any other gets the result the core gives a call a crash interrupted. Once the history is
@@ -42,22 +44,27 @@ with workflow.unsafe.imports_passed_through():
         RunTool,
         Tick,
         ToolReturned,
+        ToolSpec,
         ToolStarted,
         TurnstileError,
     )
 
     from ._wire import (
         MODEL_ACTIVITY,
+        SPECS_ACTIVITY,
         TOOL_ACTIVITY,
         WORKFLOW,
         Input,
         Options,
         decode_input,
         decode_outcome,
+        decode_specs,
         encode,
         typed,
     )
 
+# runs started before the workflow asked for the worker's tools replay without asking
+WORKER_TOOLS = "worker-tools"
 Key = tuple[str, str]  # ("model" | "tool" | "approval" | "tick", id)
 
 
@@ -81,6 +88,13 @@ class LoopWorkflow:
         start = decode_input(given)
         self._options = start.options
         self._model = start.model
+        tools: tuple[ToolSpec, ...] = ()
+        starting = start.prompt is not None or start.resumed  # not a continue-as-new
+        if not start.spec.tools and starting and workflow.patched(WORKER_TOOLS):
+            tools = await self._worker_tools()  # carried on if the run continues as new
+            start = msgspec.structs.replace(
+                start, spec=msgspec.structs.replace(start.spec, tools=tools)
+            )
         # a typed output's class, imported by its name outside the sandbox: the worker's own
         with workflow.unsafe.imports_passed_through():
             spec = typed(start.spec)
@@ -93,7 +107,7 @@ class LoopWorkflow:
         else:  # continued as new: the same clock
             self._offset = start.offset
         if start.prompt is not None:
-            commands = loop.start(start.prompt, self._now())
+            commands = loop.start(start.prompt, self._now(), tools)
         elif start.resumed:
             commands = loop.send(Resumed(now=self._now()))
         else:
@@ -194,6 +208,17 @@ class LoopWorkflow:
             message = f"the model call never returned: {e.cause or e}"
             return ModelFailed(command.id, message, True, now=0.0)
         return decode_outcome(data)
+
+    async def _worker_tools(self) -> tuple[ToolSpec, ...]:
+        o = self._options
+        data = await workflow.execute_activity(
+            SPECS_ACTIVITY,
+            result_type=bytes,
+            activity_id="tool-specs",
+            start_to_close_timeout=timedelta(seconds=o.model_timeout_s),
+            retry_policy=_retries(o, o.attempts),
+        )
+        return decode_specs(data)
 
     async def _run_tool(self, command: RunTool) -> Observation:
         o = self._options

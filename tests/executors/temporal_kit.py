@@ -69,7 +69,8 @@ HISTORIES = Path(__file__).parent / "temporal_histories"
 break runs under way shows as a nondeterminism error in CI (no server needed). Written by the
 conformance and kill tests with TURNSTILE_RECORD_HISTORIES=1 (the ones kept are those
 that differ in what the workflow does: a round of calls, a retry's timer, a finalize, a refusal,
-a typed output, a worker lost in a tool call and in a model call)."""
+a typed output, a worker lost in a tool call and in a model call, a spec offered the worker's
+tools)."""
 
 
 def keep(history: WorkflowHistory, name: str) -> None:

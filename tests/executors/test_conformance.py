@@ -7,13 +7,27 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
-from turnstile.core import Started, ToolReturned, ToolStarted
-from turnstile.executors import Run
+from turnstile.core import (
+    LoopSpec,
+    ModelRequest,
+    ModelResponse,
+    ModelStop,
+    Started,
+    Text,
+    ToolCall,
+    ToolResults,
+    ToolReturned,
+    ToolStarted,
+)
+from turnstile.executors import Run, ScriptedModel, aio, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
 from turnstile.executors.testing import replay
 from turnstile.providers.replay import load_trace, spec_for
+
+from tests.executors import conformance_tools
 
 FIXTURES = sorted((Path(__file__).parent.parent.parent / "fixtures").glob("*/*.json"))
 # recorded with a tool world no real tool here reproduces (上海 answers elsewhere, times out here;
@@ -67,3 +81,41 @@ def test_every_executor_gives_the_same_event_log(path: Path, sandbox: Sandbox, s
     if spec_for(load_trace(path)).tools and name not in NOT_REPRODUCIBLE:
         assert event_log(replay(path, tools=sandbox)) == by_sync
     assert by_sync == snapshot
+
+
+NAMES_NO_TOOLS = LoopSpec()
+"""A spec that names no tools: every executor offers the model its tool runner's."""
+
+
+def offered(request: ModelRequest) -> ModelResponse:
+    """A model that saves a note, then answers with the names of the tools it was offered."""
+    if any(type(m) is ToolResults for m in request.messages):
+        names = ", ".join(t.name for t in request.tools)
+        return ModelResponse([Text(f"offered: {names}")], ModelStop.end_turn)
+    call = ToolCall("c1", "save_note", {"title": "t", "body": "b"})
+    return ModelResponse([call], ModelStop.tool_use)
+
+
+OFFERED = "offered: get_weather, save_note, get_chart"
+
+
+def runner_tools() -> list[object]:
+    return [conformance_tools.get_weather, conformance_tools.save_note, conformance_tools.get_chart]
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio", "sandbox"])
+def test_a_spec_naming_no_tools_is_offered_the_runners_tools(
+    executor: str, sandbox: Sandbox
+) -> None:
+    model = ScriptedModel(offered)
+    tools = sandbox if executor == "sandbox" else runner_tools()
+    if executor in ("sync", "sandbox"):
+        run = sync.run(NAMES_NO_TOOLS, "note it", model=model, tools=tools)
+    else:
+
+        async def drive() -> Run:
+            return await aio.run(NAMES_NO_TOOLS, "note it", model=model, tools=tools)
+
+        run = anyio.run(drive, backend=executor)
+    assert run.output == OFFERED
+    assert not run.state.messages[2].results[0].is_error

@@ -19,25 +19,29 @@ import msgspec
 import pytest
 
 pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnstile[temporal]'")
-from temporalio.client import WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHistory
 from temporalio.workflow import NondeterminismError
 from turnstile.core import (
     INTERRUPTED,
     AssistantMessage,
+    Event,
     Guards,
     Loop,
     LoopSpec,
     ModelRequest,
     ModelResponse,
     ModelStop,
+    ProtocolError,
     Purpose,
     Text,
     ToolCall,
+    ToolContext,
     ToolResults,
     tool,
 )
-from turnstile.executors import Run, ScriptedModel, sync
+from turnstile.executors import ApprovalNeeded, Run, RunFinished, ScriptedModel, Update, sync
 from turnstile.executors.testing import assert_history_valid
+from turnstile.providers import TextDelta
 
 from examples.temporal import agent
 from tests.executors.temporal_kit import HISTORIES, Env, env, keep, temporal
@@ -194,6 +198,18 @@ def wire(amount: int) -> str:
 
 
 @tool
+def whoami(context: ToolContext[str]) -> str:
+    """Say who the run is for."""
+    return f"for {context.deps}"
+
+
+@tool
+async def awhoami(context: ToolContext[str]) -> str:
+    """Say who the run is for, asynchronously."""
+    return f"for {context.deps}"
+
+
+@tool
 def nap(s: float) -> str:
     """Sleep `s` seconds."""
     time.sleep(s)
@@ -308,7 +324,7 @@ def test_approvals_are_updates_and_a_dump_from_sync_resumes(env: Env, inproc: In
     while len(env.wait(handle.waiting(), 10)) < 2:
         assert time.monotonic() < deadline, "the approvals never came"
         time.sleep(0.05)
-    with pytest.raises(WorkflowUpdateFailedError):
+    with pytest.raises(ProtocolError, match="awaits no approval of a call 'w3'"):
         env.wait(handle.answer("w3", True), 30)  # no such call awaits approval: refused
     env.wait(handle.answer("w1", True), 30)
     env.wait(handle.answer("w2", "too much"), 30)
@@ -338,6 +354,66 @@ def test_a_cancelled_workflow_finishes_cancelled(env: Env, inproc: InProcess) ->
     run = env.wait(handle.result(), 30)
     assert run.stop_reason.value == "cancelled"
     assert_history_valid(run)
+
+
+def asking(request: ModelRequest) -> ModelResponse:
+    if any(type(m) is ToolResults for m in request.messages):
+        return ModelResponse([Text("asked")], ModelStop.end_turn)
+    calls = [ToolCall("a1", "whoami", {}), ToolCall("a2", "awhoami", {})]
+    return ModelResponse(calls, ModelStop.tool_use)
+
+
+def test_a_workers_deps_reach_the_tools_that_ask_for_them(env: Env) -> None:
+    queue = f"deps-{uuid.uuid4().hex[:8]}"
+    spec = LoopSpec(tools=(whoami.spec, awhoami.spec))
+
+    async def go() -> Run:
+        models = {"asking": ScriptedModel(asking)}
+        tools = [whoami, awhoami]
+        async with temporal.worker(
+            env.client, models=models, tools=tools, deps="ada", task_queue=queue
+        ):
+            return await temporal.run(
+                env.client, spec, "who?", model="asking", id=queue, task_queue=queue
+            )
+
+    assert results(env.wait(go(), 60)) == {"a1": ("for ada", False), "a2": ("for ada", False)}
+
+
+def test_on_event_and_on_update_follow_the_run_as_sync_shows_it(
+    env: Env, inproc: InProcess
+) -> None:
+    events: list[Event] = []
+    updates: list[Update] = []
+    handle = inproc.start("count", "count3", on_event=events.append, on_update=updates.append)
+    run = env.wait(handle.result(), 60)
+    shown: tuple[list[Event], list[Update]] = ([], [])
+    by_sync = sync.run(
+        SPEC,
+        "count",
+        model=ScriptedModel(MODELS["count3"]),
+        tools=[add, wire, nap],
+        on_event=shown[0].append,
+        on_update=shown[1].append,
+    )
+    assert events == run.state.events
+    assert event_log(run) == event_log(by_sync)
+    # a model call streams in the worker: its deltas do not cross to the client
+    assert updates == [u for u in shown[1] if type(u) is not TextDelta]
+
+
+def test_on_update_shows_an_approval_while_result_waits(env: Env, inproc: InProcess) -> None:
+    updates: list[Update] = []
+    handle = inproc.start("pay", "wiring", on_update=updates.append)
+    finished = env.submit(handle.result())
+    deadline = time.monotonic() + 30
+    while sum(type(u) is ApprovalNeeded for u in updates) < 2:
+        assert time.monotonic() < deadline, "the approvals were never shown"
+        time.sleep(0.05)
+    env.wait(handle.answer("w1", True), 30)
+    env.wait(handle.answer("w2", False), 30)
+    assert finished.result(30).stop_reason.value == "completed"
+    assert type(updates[-1]) is RunFinished
 
 
 class Answer(msgspec.Struct):

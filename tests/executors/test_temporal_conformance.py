@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnstile[temporal]'")
 from temporalio.client import WorkflowHistory
-from turnstile.executors import Run, ToolRunner
+from turnstile.executors import Run, ScriptedModel, ToolRunner, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
 from turnstile.executors.testing import replay
 from turnstile.providers.replay import (
@@ -24,7 +24,15 @@ from turnstile.providers.replay import (
 
 from tests.executors.temporal_kit import Env, env, keep, needs_server, temporal
 from tests.executors.temporal_kit import replay as replay_history
-from tests.executors.test_conformance import FIXTURES, TOOLS, event_log
+from tests.executors.test_conformance import (
+    FIXTURES,
+    NAMES_NO_TOOLS,
+    OFFERED,
+    TOOLS,
+    event_log,
+    offered,
+    runner_tools,
+)
 
 __all__ = ["env"]
 
@@ -72,3 +80,25 @@ def test_a_sandboxed_worker_gives_the_same_event_log(env: Env) -> None:
     path = next(p for p in FIXTURES if p.parent.name == "anthropic" and p.name == "weather.json")
     with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as sandbox:
         assert event_log(through_temporal(env, path, sandbox)) == event_log(replay(path))
+
+
+def test_a_spec_naming_no_tools_is_offered_the_workers_tools(env: Env) -> None:
+    queue = f"offered-{uuid.uuid4().hex[:8]}"
+
+    async def go() -> tuple[Run, WorkflowHistory]:
+        models = {"offered": ScriptedModel(offered)}
+        async with temporal.worker(
+            env.client, models=models, tools=runner_tools(), task_queue=queue
+        ):
+            handle = await temporal.start(
+                env.client, NAMES_NO_TOOLS, "note it", model="offered", id=queue, task_queue=queue
+            )
+            return await handle.result(), await handle.workflow.fetch_history()
+
+    run, history = env.wait(go(), 60)
+    assert run.output == OFFERED
+    model = ScriptedModel(offered)
+    by_sync = sync.run(NAMES_NO_TOOLS, "note it", model=model, tools=runner_tools())
+    assert event_log(run) == event_log(by_sync)
+    replay_history(history)
+    keep(history, "worker-tools")
