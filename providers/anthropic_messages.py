@@ -398,7 +398,9 @@ class StreamAccumulator:
     is announced by an `ArgumentsDelta` with an empty fragment when its block starts. Other
     blocks are assembled as the body would hold them: a server tool's `input` from its
     `input_json_delta`s, a text's citations from `citations_delta`s; a delta type the codec does
-    not know leaves its block as it started. `result()` equals what
+    not know leaves its block as it started; a call with no `input_json_delta`, or only blank
+    ones, has no arguments (a server tool's keeps the `input: {}` it started with). `result()`
+    equals what
     `decode` gives for the equivalent non-streaming body. A tool call cut off by max_tokens (its
     JSON incomplete, often without `content_block_stop`) comes back with `complete=False`, the
     members that were certainly complete as `arguments` and the text as `raw_arguments`.
@@ -466,11 +468,11 @@ class StreamAccumulator:
             block[_BLOCK_TEXT[block["type"]]] = pieces.text()
         calls = {}
         for index, fragments in self._fragments.items():
-            block = self._blocks[index]
+            block, text = self._blocks[index], fragments.text()
             if block["type"] == "tool_use":
-                calls[index] = fragments.text()  # read as `decode` reads a call, cut or not
-            else:  # a server tool's call: its input as the body would have held it
-                block["input"] = json_value(fragments.text(), f"content[{index}].input")
+                calls[index] = text  # read as `decode` reads a call, cut or not
+            elif text.strip():  # a server tool's call: its input as the body would have held it
+                block["input"] = json_value(text, f"content[{index}].input")
         body = {
             **self._message,
             "content": self._blocks,

@@ -4,6 +4,7 @@ and asyncio), plain and streamed; every failure ends as a `ProviderError` the lo
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -156,6 +157,100 @@ def test_a_json_reply_to_a_streamed_request_is_decoded(provider: str) -> None:
     client = scripted(provider, reply(200, body), stream=True)
     assert client.stream
     check_weather_turn(client.complete(REQUEST))
+
+
+def sse(*events: dict[str, Any]) -> dict[str, Any]:
+    """A 200 event stream of `events` (Anthropic's named by their type), as a `reply`."""
+    text = "".join(
+        (f"event: {e['type']}\n" if "type" in e else "") + f"data: {json.dumps(e)}\n\n"
+        for e in events
+    )
+    return {"status": 200, "headers": {"content-type": "text/event-stream"}, "sse": text}
+
+
+ANSWER_START = {
+    "id": "msg_01",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "stop_reason": None,
+    "usage": {"input_tokens": 20, "output_tokens": 8},
+}
+CHAT_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+CHAT_MORE = {"index": 0, "function": {"arguments": ""}}
+RESPONSES_CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "f",
+    "arguments": "",
+    "status": "completed",
+}
+RESPONSE = {"id": "resp_1", "status": "completed", "output": [RESPONSES_CALL]}
+SERVER_CALL = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_fetch", "input": {}}
+CALL = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+NO_ARGUMENTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {  # a body, and it streamed
+    "anthropic": (
+        {**ANSWER_START, "content": [SERVER_CALL, CALL], "stop_reason": "tool_use"},
+        sse(
+            {"type": "message_start", "message": {**ANSWER_START, "content": []}},
+            *(
+                event
+                for i, block in enumerate((SERVER_CALL, CALL))
+                for event in (
+                    {"type": "content_block_start", "index": i, "content_block": block},
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": ""},
+                    },
+                    {"type": "content_block_stop", "index": i},
+                )
+            ),
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+            {"type": "message_stop"},
+        ),
+    ),
+    "openai-chat": (
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "tool_calls": [CHAT_CALL]},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        },
+        sse(
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **CHAT_CALL}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [CHAT_MORE]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ),
+    ),
+    "openai-responses": (
+        RESPONSE,
+        sse(
+            {"type": "response.output_item.added", "output_index": 0, "item": RESPONSES_CALL},
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": "fc_1",
+                "output_index": 0,
+                "delta": "",
+            },
+            {"type": "response.output_item.done", "output_index": 0, "item": RESPONSES_CALL},
+            {"type": "response.completed", "response": RESPONSE},
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_streamed_tool_call_with_no_arguments_decodes_as_empty_input(provider: str) -> None:
+    """A call whose only arguments delta is empty reads as the body that says `{}` (or `""`)."""
+    body, streamed = NO_ARGUMENTS[provider]
+    whole = FORMATS[provider].decode(copy.deepcopy(body))
+    assert [p.arguments for p in whole.content if type(p) is ToolCall] == [{}]
+    assert scripted(provider, streamed, stream=True).complete(REQUEST) == whole
 
 
 # -- failures --------------------------------------------------------------------------------
