@@ -203,8 +203,6 @@ class StreamReader:
         self._events = SSEDecoder()
         self._accumulator = wire.accumulator()
         self._on_delta = on_delta
-        # Chat's streams end with `data: [DONE]`, which its accumulator takes as the end
-        self._done: Callable[[], object] | None = getattr(self._accumulator, "done", None)
         self._seen = 0
 
     def feed(self, chunk: bytes) -> None:
@@ -218,9 +216,7 @@ class StreamReader:
 
     def _event(self, event: SSEEvent) -> None:
         index, self._seen = self._seen, self._seen + 1
-        if event.data == "[DONE]" and self._done is not None:
-            self._done()
-        if event.data in ("", "[DONE]"):
+        if event.data in ("", "[DONE]"):  # Chat's streams end with `[DONE]`, which says nothing
             return
         payload = json_value(event.data, f"events[{index}].data")
         if not isinstance(payload, dict):
