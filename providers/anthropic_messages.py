@@ -585,7 +585,7 @@ _DELTA_FIELD = {
 
 class Client(WireClient):
     """This format over `anthropic.Anthropic()` (`complete`) or `AsyncAnthropic()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
-    `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
+    **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`)."""
 
     wire = Wire("anthropic", "/v1/messages", "claude-sonnet-4-6", encode, decode, StreamAccumulator)

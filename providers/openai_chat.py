@@ -640,9 +640,10 @@ class StreamAccumulator:
 
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, token_limit_field=
-    "max_completion_tokens", **options)`; see `WireClient`. `token_limit_field="max_tokens"`
-    writes the older field, for OpenAI-compatible servers that refuse the newer one."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
+    token_limit_field="max_completion_tokens", **options)`; see `WireClient` (the SDK's own
+    retries are off unless `sdk_retries=True`). `token_limit_field="max_tokens"` writes the
+    older field, for OpenAI-compatible servers that refuse the newer one."""
 
     wire = Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
 

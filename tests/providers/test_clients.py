@@ -20,6 +20,7 @@ import trio
 from turnstile.core import (
     CachePolicy,
     CallModel,
+    Guards,
     Loop,
     LoopSpec,
     ModelFailed,
@@ -440,6 +441,96 @@ def test_connection_failures_are_retryable(make: Callable[[], Any]) -> None:
     with pytest.raises(ProviderError) as info:
         client.complete(request)
     assert (info.value.kind, info.value.retryable) == ("connection_error", True)
+
+
+# -- retries: the loop's, not the SDK's ------------------------------------------------------
+
+SDKS = {
+    "anthropic": (anthropic.Anthropic, anthropic.AsyncAnthropic),
+    "openai-chat": (openai.OpenAI, openai.AsyncOpenAI),
+    "openai-responses": (openai.OpenAI, openai.AsyncOpenAI),
+}
+QUOTA = {
+    "anthropic": {
+        "type": "error",
+        "error": {
+            "type": "rate_limit_error",
+            "message": "You have reached your specified workspace API usage limits.",
+            "details": {"error_code": "workspace_spend_limit_reached"},
+        },
+    },
+    "openai-chat": openai_error(
+        "insufficient_quota", "You exceeded your quota.", "insufficient_quota"
+    ),
+    "openai-responses": openai_error(
+        "insufficient_quota", "You exceeded your quota.", "insufficient_quota"
+    ),
+}
+SERVER_ERROR = {
+    "anthropic": anthropic_error("api_error", "Internal server error"),
+    "openai-chat": openai_error("server_error", "The server had an error"),
+    "openai-responses": openai_error("server_error", "The server had an error"),
+}
+
+
+def counted(
+    provider: str, *replies: tuple[int, dict[str, Any]], sync: bool = True, **options: Any
+) -> tuple[Any, list[httpx2.Request]]:
+    """A `Client` over an SDK client left at its default retries (2), whose transport answers
+    with `replies` in turn (the last one again and again, asking for a 1 ms wait) and keeps every
+    request that reaches it."""
+    sent: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        status, body = replies[min(len(sent), len(replies)) - 1]
+        return httpx2.Response(status, json=body, headers={"retry-after-ms": "1"})
+
+    transport = httpx2.MockTransport(answer)
+    http = httpx2.Client(transport=transport) if sync else httpx2.AsyncClient(transport=transport)
+    sdk = SDKS[provider][0 if sync else 1](
+        api_key="k", base_url="https://offline.invalid", http_client=http
+    )
+    return FORMATS[provider].Client(sdk, model="m", **options), sent
+
+
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(("failure", "retryable"), [(QUOTA, False), (SERVER_ERROR, True)])
+def test_a_model_call_is_one_request_whatever_the_sdk_would_retry(
+    provider: str, mode: str, failure: dict[str, Any], retryable: bool
+) -> None:
+    """A quota failure is final however it comes, and a 500 is the loop's to retry, after the
+    wait the response asked for: the SDK sends neither again."""
+    status = 429 if failure is QUOTA else 500
+    client, sent = counted(provider, (status, failure[provider]), sync=mode == "sync")
+    with pytest.raises(ProviderError) as raised:
+        complete(client, REQUEST, mode)
+    assert (len(sent), raised.value.retryable) == (1, retryable)
+    assert raised.value.retry_after == 0.001  # the wait asked for, which the loop keeps
+
+
+@pytest.mark.parametrize(
+    ("failure", "stop", "requests"),
+    [(QUOTA, StopReason.model_error, 1), (SERVER_ERROR, StopReason.completed, 2)],
+)
+def test_the_loop_alone_retries_a_failed_model_call(
+    failure: dict[str, Any], stop: StopReason, requests: int
+) -> None:
+    status = 429 if failure is QUOTA else 500
+    client, sent = counted("anthropic", (status, failure["anthropic"]), (200, ANSWER))
+    spec = msgspec.structs.replace(SPEC, guards=Guards(retry_backoff_s=0))
+    run = sync.run(spec, PROMPT, model=client)
+    assert (run.stop_reason, len(sent)) == (stop, requests)
+    calls = [e for e in run.state.events if type(e) is ModelFailed]
+    assert [f.retryable for f in calls] == [failure is SERVER_ERROR]
+
+
+def test_sdk_retries_true_leaves_the_sdk_its_own_retries() -> None:
+    client, sent = counted("openai-chat", (500, SERVER_ERROR["openai-chat"]), sdk_retries=True)
+    with pytest.raises(ProviderError):
+        client.complete(REQUEST)
+    assert len(sent) == 3  # the first try and the SDK's default 2 retries
 
 
 # -- what the client refuses -----------------------------------------------------------------
