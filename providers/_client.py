@@ -107,8 +107,8 @@ class WireClient:
         return f"{type(self).__module__.rpartition('.')[2]}.{type(self).__name__}"
 
     def __repr__(self) -> str:
-        kind = "async" if self.is_async else "sync"
-        return f"<{self._name} {self.model!r} over a {kind} {type(self.sdk).__name__}>"
+        kind = "an async" if self.is_async else "a sync"
+        return f"<{self._name} {self.model!r} over {kind} {type(self.sdk).__name__}>"
 
     def complete(
         self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None

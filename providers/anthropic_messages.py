@@ -531,7 +531,9 @@ class StreamAccumulator:
         if want is None:
             return []  # a delta this codec does not know: the block keeps what it started with
         if block["type"] != want and not (kind == "input_json_delta" and "input" in block):
-            raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
+            raise DecodeError(
+                "content_block_delta.delta", f"{kind} for a block of type {block['type']}"
+            )
         where = "content_block_delta.delta"
         if kind == "citations_delta":
             if not isinstance(block.get("citations"), list):

@@ -564,8 +564,14 @@ def test_a_client_takes_only_its_own_providers_sdk() -> None:
         anthropic_messages.Client(openai_sdk)
     with pytest.raises(TypeError, match=r"openai_chat\.Client needs an openai SDK client"):
         openai_chat.Client(object())
-    responses = openai_responses.Client(openai_sdk)
+
+
+def test_a_client_says_in_plain_words_whether_its_sdk_client_is_sync_or_async() -> None:
+    trace = load_trace(FIXTURES / "openai-chat/weather.json")
+    responses = openai_responses.Client(client_for(trace).sdk)
     assert repr(responses) == "<openai_responses.Client 'gpt-5.1' over a sync OpenAI>"
+    chat = openai_chat.Client(client_for(trace, sync=False).sdk, model="m")
+    assert repr(chat) == "<openai_chat.Client 'm' over an async AsyncOpenAI>"
 
 
 def test_each_client_owns_its_encoding_cache_unless_given_one() -> None:
