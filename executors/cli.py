@@ -74,7 +74,9 @@ def _spec(given: str | None) -> LoopSpec:
         except (ImportError, AttributeError) as e:
             raise UsageError(f"cannot import the spec {given}: {e}") from None
         if not isinstance(found, LoopSpec):
-            raise UsageError(f"{given}: not a LoopSpec but a {type(found).__name__}")
+            raise UsageError(
+                f"{given}: not a LoopSpec but an object of type {type(found).__name__}"
+            )
         return found
     try:
         return msgspec.json.decode(_read(given), type=LoopSpec)

@@ -35,7 +35,7 @@ def citations_of(part: Text) -> list[Any] | None:
 
 def opaque(part: Opaque) -> dict[str, Any]:
     if part.format != FORMAT:
-        raise UnsupportedContent(FORMAT, f"an {part.format} block ({part.data.get('type')!r})")
+        raise UnsupportedContent(FORMAT, f"{part.format} content ({part.data.get('type')!r})")
     return part.data
 
 

@@ -1,7 +1,8 @@
 """Model clients over the official SDKs: the codec's body goes out, the raw reply comes back to it.
 
-The SDK does what it is good at (credentials, base URL, headers, timeouts, its own retries) and
-nothing else: each request goes through its low-level `post(path, body=..., cast_to=
+The SDK does what it is good at (credentials, base URL, headers, timeouts) and nothing else; the
+loop owns retries (its backoff, the provider's `retry-after`, quota failures final), so the SDK's
+own are off unless asked for: each request goes through its low-level `post(path, body=..., cast_to=
 httpx2.Response)`, which sends exactly the codec's JSON body and hands back the raw HTTP response,
 unparsed. A JSON reply goes to the codec's `decode`; an event stream is cut into events by our
 SSE parser and fed, payload by payload, to the codec's `StreamAccumulator`. Neither the SDKs nor
@@ -68,6 +69,10 @@ class WireClient:
     messages (a new `WireCache()` when not given). `options` go to the codec's `encode`
     (temperature, tool_choice, thinking, ...).
 
+    Each call is one request: the client works on `sdk.with_options(max_retries=0)`, since the
+    loop decides what to retry and when (a quota failure never; others after its backoff and the
+    provider's `retry-after`). `sdk_retries=True` keeps the SDK's own retries, under the loop's.
+
     Raises `TypeError` for an SDK client of the other provider, and `ValueError` for `on_delta`
     without `stream=True` (only a stream has deltas).
     """
@@ -82,13 +87,14 @@ class WireClient:
         stream: bool = False,
         on_delta: Callable[[Delta], object] | None = None,
         cache: WireCache | None = None,
+        sdk_retries: bool = False,
         **options: Any,
     ) -> None:
         if _sdk_package(sdk) != self.wire.sdk:
             raise TypeError(f"{self._name} needs an {self.wire.sdk} SDK client, got {sdk!r}")
         if on_delta is not None and not stream:
             raise ValueError("on_delta needs stream=True: only a streamed reply has deltas")
-        self.sdk = sdk
+        self.sdk = sdk if sdk_retries else sdk.with_options(max_retries=0)
         self.model = model or self.wire.model
         self.stream = stream
         self.on_delta = on_delta
@@ -101,8 +107,8 @@ class WireClient:
         return f"{type(self).__module__.rpartition('.')[2]}.{type(self).__name__}"
 
     def __repr__(self) -> str:
-        kind = "async" if self.is_async else "sync"
-        return f"<{self._name} {self.model!r} over a {kind} {type(self.sdk).__name__}>"
+        kind = "an async" if self.is_async else "a sync"
+        return f"<{self._name} {self.model!r} over {kind} {type(self.sdk).__name__}>"
 
     def complete(
         self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
@@ -203,8 +209,6 @@ class StreamReader:
         self._events = SSEDecoder()
         self._accumulator = wire.accumulator()
         self._on_delta = on_delta
-        # Chat's streams end with `data: [DONE]`, which its accumulator takes as the end
-        self._done: Callable[[], object] | None = getattr(self._accumulator, "done", None)
         self._seen = 0
 
     def feed(self, chunk: bytes) -> None:
@@ -218,9 +222,7 @@ class StreamReader:
 
     def _event(self, event: SSEEvent) -> None:
         index, self._seen = self._seen, self._seen + 1
-        if event.data == "[DONE]" and self._done is not None:
-            self._done()
-        if event.data in ("", "[DONE]"):
+        if event.data in ("", "[DONE]"):  # Chat's streams end with `[DONE]`, which says nothing
             return
         payload = json_value(event.data, f"events[{index}].data")
         if not isinstance(payload, dict):

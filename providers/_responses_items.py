@@ -113,7 +113,7 @@ def _part(part: Any, where: str) -> dict[str, Any]:
             raise UnsupportedContent(FORMAT, f"{format} content in {where}")
         case Audio():
             raise UnsupportedContent(FORMAT, f"audio in {where}")
-    raise UnsupportedContent(FORMAT, f"a {type(part).__name__} in {where}")
+    raise UnsupportedContent(FORMAT, f"a part of type {type(part).__name__} in {where}")
 
 
 def _data_url(media_type: str | None, data: bytes | None) -> str:

@@ -34,7 +34,8 @@ def _classes(name: str) -> tuple[type[Any], ...]:
 
 
 _TIMEOUTS = (*_classes("APITimeoutError"), httpx2.TimeoutException)
-# The Anthropic SDK lets a connection that drops mid-stream escape as httpx2's own error.
+# A connection that drops mid-stream escapes as httpx2's own error from a raw body (as our clients
+# read it) and from older Anthropic SDKs; newer ones wrap it as their APIConnectionError.
 _CONNECTION = (*_classes("APIConnectionError"), httpx2.NetworkError, httpx2.RemoteProtocolError)
 _STATUS = _classes("APIStatusError")
 _BODY_UNRELATED = _classes("APIResponseValidationError")

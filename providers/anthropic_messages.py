@@ -398,7 +398,9 @@ class StreamAccumulator:
     is announced by an `ArgumentsDelta` with an empty fragment when its block starts. Other
     blocks are assembled as the body would hold them: a server tool's `input` from its
     `input_json_delta`s, a text's citations from `citations_delta`s; a delta type the codec does
-    not know leaves its block as it started. `result()` equals what
+    not know leaves its block as it started; a call with no `input_json_delta`, or only blank
+    ones, has no arguments (a server tool's keeps the `input: {}` it started with). `result()`
+    equals what
     `decode` gives for the equivalent non-streaming body. A tool call cut off by max_tokens (its
     JSON incomplete, often without `content_block_stop`) comes back with `complete=False`, the
     members that were certainly complete as `arguments` and the text as `raw_arguments`.
@@ -466,11 +468,11 @@ class StreamAccumulator:
             block[_BLOCK_TEXT[block["type"]]] = pieces.text()
         calls = {}
         for index, fragments in self._fragments.items():
-            block = self._blocks[index]
+            block, text = self._blocks[index], fragments.text()
             if block["type"] == "tool_use":
-                calls[index] = fragments.text()  # read as `decode` reads a call, cut or not
-            else:  # a server tool's call: its input as the body would have held it
-                block["input"] = json_value(fragments.text(), f"content[{index}].input")
+                calls[index] = text  # read as `decode` reads a call, cut or not
+            elif text.strip():  # a server tool's call: its input as the body would have held it
+                block["input"] = json_value(text, f"content[{index}].input")
         body = {
             **self._message,
             "content": self._blocks,
@@ -529,7 +531,9 @@ class StreamAccumulator:
         if want is None:
             return []  # a delta this codec does not know: the block keeps what it started with
         if block["type"] != want and not (kind == "input_json_delta" and "input" in block):
-            raise DecodeError("content_block_delta.delta", f"{kind} for a {block['type']} block")
+            raise DecodeError(
+                "content_block_delta.delta", f"{kind} for a block of type {block['type']}"
+            )
         where = "content_block_delta.delta"
         if kind == "citations_delta":
             if not isinstance(block.get("citations"), list):
@@ -583,7 +587,7 @@ _DELTA_FIELD = {
 
 class Client(WireClient):
     """This format over `anthropic.Anthropic()` (`complete`) or `AsyncAnthropic()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
-    `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
+    **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`)."""
 
     wire = Wire("anthropic", "/v1/messages", "claude-sonnet-4-6", encode, decode, StreamAccumulator)

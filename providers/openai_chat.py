@@ -39,7 +39,10 @@ definition has a `type` joins `tools` as it is, and one without is fields of the
 may not overwrite a field the request sets.
 
 Reading replies: only the first choice counts. A `refusal` makes the stop `refusal` whatever the
-finish_reason; "stop" with tool calls (a named `tool_choice`) is `tool_use`. Blank arguments
+finish_reason; "stop" with tool calls (a named `tool_choice`) is `tool_use`. A stream that ends
+without a finish_reason (some gateways send none) is judged by its content: whole calls are
+`tool_use`, text alone `end_turn`, a call cut short or nothing at all `incomplete_stream`,
+retryable (a body must carry its finish_reason, as every format's its stop). Blank arguments
 mean no arguments, unless `length` cut the last call, which then is `complete=False` with the
 members salvaged that were provably whole. Ids are never invented: a call without one, or a
 legacy `function_call` (which has none), is a `DecodeError`; so is a call of any type but
@@ -529,16 +532,16 @@ class StreamAccumulator:
     call fragments are routed by their `index`, since only the first carries the id and name
     (calls count from 0 in order: an index past the next call is a `DecodeError`).
     `result()` equals what `decode` gives for the same reply sent whole. A chunk holding an
-    `error` raises `ProviderError`; so does `result()` when no `finish_reason` ever arrived,
-    unless `done()` said the stream ended with `data: [DONE]`: then the reply is over and its
-    content says why, `tool_calls` when it holds calls, each whole JSON (or blank), `stop` when
-    it holds none (some routers, OpenRouter among them, send no finish_reason for some models).
+    `error` raises `ProviderError`. `result()` is the end of the stream: one that ended without
+    a `finish_reason` (some gateways, OpenRouter among them, send none for some models) is
+    judged by its content, with or without `data: [DONE]`: `tool_calls` when it holds calls,
+    each whole JSON (or blank), `stop` when it holds text alone; with a call cut short, or
+    nothing said at all, it is `ProviderError("incomplete_stream")`, retryable.
     """
 
     __slots__ = (
         "_annotations",
         "_calls",
-        "_done",
         "_finish",
         "_refusal",
         "_text",
@@ -553,7 +556,6 @@ class StreamAccumulator:
         self._unknown = _Unknown()
         self._calls: list[_Call] = []
         self._finish: str | None = None
-        self._done = False
         self._usage = Usage()
 
     def feed(self, chunk: Mapping[str, Any]) -> list[Delta]:
@@ -568,15 +570,11 @@ class StreamAccumulator:
                 deltas += self._choice(choice, f"choices[{n}]")
         return deltas
 
-    def done(self) -> None:
-        """The stream ended with `data: [DONE]`: the server says nothing more will come."""
-        self._done = True
-
     def result(self) -> ModelResponse:
         """The whole reply; raises `ProviderError` (`incomplete_stream`) if it never finished."""
         calls = [(c.id, c.name, c.arguments.text(), c.unknown.result()) for c in self._calls]
         finish = self._finish
-        if finish is None and self._done:
+        if finish is None and (calls or self._text or self._refusal):
             whole = all(
                 json_object(text) is not None or not text.strip() for _, _, text, _ in calls
             )
@@ -642,9 +640,10 @@ class StreamAccumulator:
 
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, token_limit_field=
-    "max_completion_tokens", **options)`; see `WireClient`. `token_limit_field="max_tokens"`
-    writes the older field, for OpenAI-compatible servers that refuse the newer one."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
+    token_limit_field="max_completion_tokens", **options)`; see `WireClient` (the SDK's own
+    retries are off unless `sdk_retries=True`). `token_limit_field="max_tokens"` writes the
+    older field, for OpenAI-compatible servers that refuse the newer one."""
 
     wire = Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
 

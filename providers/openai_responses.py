@@ -457,7 +457,7 @@ class StreamAccumulator:
 
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
-    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, **options)`; see
-    `WireClient`."""
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
+    **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`)."""
 
     wire = Wire("openai", "/responses", "gpt-5.1", encode, decode, StreamAccumulator)

@@ -188,7 +188,7 @@ def _recorded_calls(trace: Trace) -> list[ToolCall]:
         if response.status != 200:
             continue
         try:
-            if response.sse is not None:  # read as the client reads it, [DONE] included
+            if response.sse is not None:  # read as the client reads it
                 reader = StreamReader(wire)
                 reader.feed(response.sse.encode())
                 reply: ModelResponse = reader.result()

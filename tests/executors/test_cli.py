@@ -297,7 +297,7 @@ def test_a_spec_can_be_named_where_it_lives_in_code(
     assert cli.main(["validate", str(path), "--spec", "turnstile.executors._demo:SPEC"]) == 2
     assert "cannot import the spec" in capsys.readouterr().err
     assert cli.main(["validate", str(path), "--spec", "turnstile.executors._demo:demo_spec"]) == 2
-    assert "not a LoopSpec but a function" in capsys.readouterr().err
+    assert "not a LoopSpec but an object of type function" in capsys.readouterr().err
     assert cli.main(["validate", str(path), "--spec", "tests.executors.test_cli:DEMO_SPEC"]) == 0
     assert "valid journal" in capsys.readouterr().out
 

@@ -452,6 +452,24 @@ def test_malformed_arguments_are_kept_raw_and_sent_back_as_an_empty_object() -> 
     assert resent[2]["content"][0]["is_error"] is True
 
 
+SERVER_CALL = {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_fetch", "input": {}}
+
+
+@pytest.mark.parametrize("fragments", [[], [""], ["", " "]])
+@pytest.mark.parametrize(
+    ("block", "stop"),
+    [(tool_use(value={}), "tool_use"), (SERVER_CALL, "tool_use"), (SERVER_CALL, "max_tokens")],
+    ids=["tool_use", "server", "server cut"],
+)
+def test_a_streamed_tool_call_with_no_arguments_decodes_as_empty_input(
+    block: dict[str, Any], stop: str, fragments: list[str]
+) -> None:
+    """No input_json_delta, or only blank ones, is the `input: {}` the body holds (a tool_use
+    cut by max_tokens keeps its blank text, as a cut call does in every format: test_wire)."""
+    body = message([{"type": "text", "text": "查一下。"}, block], stop)
+    assert accumulate(stream_of(body, {1: fragments})) == decode(copy.deepcopy(body))
+
+
 def test_an_overloaded_error_event_fails_the_stream_for_good() -> None:
     events = parse_sse(load("overloaded.stream.json")["exchanges"][0]["response"]["sse"])
     acc = StreamAccumulator()

@@ -131,7 +131,8 @@ def test_a_tool_can_return_images_and_documents() -> None:
         (Document(media_type="text/csv", data=b"a,b"), "a document of type text/csv"),
         (Document(url="https://example.com/a.docx", media_type="application/msword"), "msword"),
         (Document(media_type="text/plain", data=b"\xff\xfe"), "not UTF-8"),
-        (Opaque("openai_chat", {"type": "input_audio"}), "an openai_chat block"),
+        (Opaque("openai_chat", {"type": "input_audio"}), "openai_chat content"),
+        (Opaque("bedrock_converse", {"type": "x"}), "cannot carry bedrock_converse content"),
     ],
 )
 def test_a_part_the_format_cannot_carry_is_refused_by_name(part: Any, named: str) -> None:

@@ -157,7 +157,7 @@ def test_kept_blocks_go_back_verbatim_in_the_next_request() -> None:
 
 def test_another_formats_block_is_refused_not_dropped() -> None:
     foreign = AssistantMessage([Opaque("openai_responses", {"type": "web_search_call"})])
-    with pytest.raises(UnsupportedContent, match="an openai_responses block"):
+    with pytest.raises(UnsupportedContent, match="cannot carry openai_responses content"):
         encode(
             ModelRequest(None, [UserMessage("q"), foreign, UserMessage("go")], (), 256), model="m"
         )

@@ -4,6 +4,7 @@ and asyncio), plain and streamed; every failure ends as a `ProviderError` the lo
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import trio
 from turnstile.core import (
     CachePolicy,
     CallModel,
+    Guards,
     Loop,
     LoopSpec,
     ModelFailed,
@@ -158,6 +160,100 @@ def test_a_json_reply_to_a_streamed_request_is_decoded(provider: str) -> None:
     check_weather_turn(client.complete(REQUEST))
 
 
+def sse(*events: dict[str, Any]) -> dict[str, Any]:
+    """A 200 event stream of `events` (Anthropic's named by their type), as a `reply`."""
+    text = "".join(
+        (f"event: {e['type']}\n" if "type" in e else "") + f"data: {json.dumps(e)}\n\n"
+        for e in events
+    )
+    return {"status": 200, "headers": {"content-type": "text/event-stream"}, "sse": text}
+
+
+ANSWER_START = {
+    "id": "msg_01",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "stop_reason": None,
+    "usage": {"input_tokens": 20, "output_tokens": 8},
+}
+CHAT_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+CHAT_MORE = {"index": 0, "function": {"arguments": ""}}
+RESPONSES_CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "f",
+    "arguments": "",
+    "status": "completed",
+}
+RESPONSE = {"id": "resp_1", "status": "completed", "output": [RESPONSES_CALL]}
+SERVER_CALL = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_fetch", "input": {}}
+CALL = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+NO_ARGUMENTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {  # a body, and it streamed
+    "anthropic": (
+        {**ANSWER_START, "content": [SERVER_CALL, CALL], "stop_reason": "tool_use"},
+        sse(
+            {"type": "message_start", "message": {**ANSWER_START, "content": []}},
+            *(
+                event
+                for i, block in enumerate((SERVER_CALL, CALL))
+                for event in (
+                    {"type": "content_block_start", "index": i, "content_block": block},
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": ""},
+                    },
+                    {"type": "content_block_stop", "index": i},
+                )
+            ),
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+            {"type": "message_stop"},
+        ),
+    ),
+    "openai-chat": (
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "tool_calls": [CHAT_CALL]},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        },
+        sse(
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **CHAT_CALL}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [CHAT_MORE]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ),
+    ),
+    "openai-responses": (
+        RESPONSE,
+        sse(
+            {"type": "response.output_item.added", "output_index": 0, "item": RESPONSES_CALL},
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": "fc_1",
+                "output_index": 0,
+                "delta": "",
+            },
+            {"type": "response.output_item.done", "output_index": 0, "item": RESPONSES_CALL},
+            {"type": "response.completed", "response": RESPONSE},
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_streamed_tool_call_with_no_arguments_decodes_as_empty_input(provider: str) -> None:
+    """A call whose only arguments delta is empty reads as the body that says `{}` (or `""`)."""
+    body, streamed = NO_ARGUMENTS[provider]
+    whole = FORMATS[provider].decode(copy.deepcopy(body))
+    assert [p.arguments for p in whole.content if type(p) is ToolCall] == [{}]
+    assert scripted(provider, streamed, stream=True).complete(REQUEST) == whole
+
+
 # -- failures --------------------------------------------------------------------------------
 
 
@@ -207,7 +303,6 @@ def test_http_errors_become_provider_errors(
     error = info.value
     assert error.retryable is retryable
     assert body["error"]["message"] in str(error) and f"HTTP {status}" in str(error)
-    assert isinstance(error.__cause__, anthropic.APIStatusError | openai.APIStatusError)
 
 
 ANSWER = {
@@ -348,6 +443,96 @@ def test_connection_failures_are_retryable(make: Callable[[], Any]) -> None:
     assert (info.value.kind, info.value.retryable) == ("connection_error", True)
 
 
+# -- retries: the loop's, not the SDK's ------------------------------------------------------
+
+SDKS = {
+    "anthropic": (anthropic.Anthropic, anthropic.AsyncAnthropic),
+    "openai-chat": (openai.OpenAI, openai.AsyncOpenAI),
+    "openai-responses": (openai.OpenAI, openai.AsyncOpenAI),
+}
+QUOTA = {
+    "anthropic": {
+        "type": "error",
+        "error": {
+            "type": "rate_limit_error",
+            "message": "You have reached your specified workspace API usage limits.",
+            "details": {"error_code": "workspace_spend_limit_reached"},
+        },
+    },
+    "openai-chat": openai_error(
+        "insufficient_quota", "You exceeded your quota.", "insufficient_quota"
+    ),
+    "openai-responses": openai_error(
+        "insufficient_quota", "You exceeded your quota.", "insufficient_quota"
+    ),
+}
+SERVER_ERROR = {
+    "anthropic": anthropic_error("api_error", "Internal server error"),
+    "openai-chat": openai_error("server_error", "The server had an error"),
+    "openai-responses": openai_error("server_error", "The server had an error"),
+}
+
+
+def counted(
+    provider: str, *replies: tuple[int, dict[str, Any]], sync: bool = True, **options: Any
+) -> tuple[Any, list[httpx2.Request]]:
+    """A `Client` over an SDK client left at its default retries (2), whose transport answers
+    with `replies` in turn (the last one again and again, asking for a 1 ms wait) and keeps every
+    request that reaches it."""
+    sent: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        status, body = replies[min(len(sent), len(replies)) - 1]
+        return httpx2.Response(status, json=body, headers={"retry-after-ms": "1"})
+
+    transport = httpx2.MockTransport(answer)
+    http = httpx2.Client(transport=transport) if sync else httpx2.AsyncClient(transport=transport)
+    sdk = SDKS[provider][0 if sync else 1](
+        api_key="k", base_url="https://offline.invalid", http_client=http
+    )
+    return FORMATS[provider].Client(sdk, model="m", **options), sent
+
+
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(("failure", "retryable"), [(QUOTA, False), (SERVER_ERROR, True)])
+def test_a_model_call_is_one_request_whatever_the_sdk_would_retry(
+    provider: str, mode: str, failure: dict[str, Any], retryable: bool
+) -> None:
+    """A quota failure is final however it comes, and a 500 is the loop's to retry, after the
+    wait the response asked for: the SDK sends neither again."""
+    status = 429 if failure is QUOTA else 500
+    client, sent = counted(provider, (status, failure[provider]), sync=mode == "sync")
+    with pytest.raises(ProviderError) as raised:
+        complete(client, REQUEST, mode)
+    assert (len(sent), raised.value.retryable) == (1, retryable)
+    assert raised.value.retry_after == 0.001  # the wait asked for, which the loop keeps
+
+
+@pytest.mark.parametrize(
+    ("failure", "stop", "requests"),
+    [(QUOTA, StopReason.model_error, 1), (SERVER_ERROR, StopReason.completed, 2)],
+)
+def test_the_loop_alone_retries_a_failed_model_call(
+    failure: dict[str, Any], stop: StopReason, requests: int
+) -> None:
+    status = 429 if failure is QUOTA else 500
+    client, sent = counted("anthropic", (status, failure["anthropic"]), (200, ANSWER))
+    spec = msgspec.structs.replace(SPEC, guards=Guards(retry_backoff_s=0))
+    run = sync.run(spec, PROMPT, model=client)
+    assert (run.stop_reason, len(sent)) == (stop, requests)
+    calls = [e for e in run.state.events if type(e) is ModelFailed]
+    assert [f.retryable for f in calls] == [failure is SERVER_ERROR]
+
+
+def test_sdk_retries_true_leaves_the_sdk_its_own_retries() -> None:
+    client, sent = counted("openai-chat", (500, SERVER_ERROR["openai-chat"]), sdk_retries=True)
+    with pytest.raises(ProviderError):
+        client.complete(REQUEST)
+    assert len(sent) == 3  # the first try and the SDK's default 2 retries
+
+
 # -- what the client refuses -----------------------------------------------------------------
 
 
@@ -379,8 +564,14 @@ def test_a_client_takes_only_its_own_providers_sdk() -> None:
         anthropic_messages.Client(openai_sdk)
     with pytest.raises(TypeError, match=r"openai_chat\.Client needs an openai SDK client"):
         openai_chat.Client(object())
-    responses = openai_responses.Client(openai_sdk)
+
+
+def test_a_client_says_in_plain_words_whether_its_sdk_client_is_sync_or_async() -> None:
+    trace = load_trace(FIXTURES / "openai-chat/weather.json")
+    responses = openai_responses.Client(client_for(trace).sdk)
     assert repr(responses) == "<openai_responses.Client 'gpt-5.1' over a sync OpenAI>"
+    chat = openai_chat.Client(client_for(trace, sync=False).sdk, model="m")
+    assert repr(chat) == "<openai_chat.Client 'm' over an async AsyncOpenAI>"
 
 
 def test_each_client_owns_its_encoding_cache_unless_given_one() -> None:

@@ -596,16 +596,6 @@ def test_stream_error_chunk_raises_provider_error() -> None:
     assert "The server had an error" in str(caught.value)
 
 
-def test_stream_without_finish_reason_is_an_incomplete_stream() -> None:
-    acc = openai_chat.StreamAccumulator()
-    acc.feed(chunk({"role": "assistant", "content": "北京的"}))
-    with pytest.raises(ProviderError) as caught:
-        acc.result()
-    assert (caught.value.kind, caught.value.retryable) == ("incomplete_stream", True)
-    with pytest.raises(ProviderError):
-        openai_chat.StreamAccumulator().result()
-
-
 def test_stream_cut_by_length_inside_arguments_is_an_incomplete_call() -> None:
     trace = load("max_tokens_tool.stream.json")
     _, result = accumulate(sse_chunks(trace["exchanges"][0]["response"]["sse"]))
@@ -1037,44 +1027,55 @@ def read_stream(chunks: list[dict[str, Any]], *, done: bool) -> ModelResponse:
     return reader.result()
 
 
-def test_done_after_whole_tool_calls_without_a_finish_reason_is_tool_use() -> None:
-    """OpenRouter sends no finish_reason before [DONE] for some upstreams: [DONE] says the
-    reply is over, and whole calls say why."""
+def without_finish_reason(chunks: list[dict[str, Any]]) -> list[ModelResponse]:
+    """The reply the codec reads from `chunks`, and the client with and without `[DONE]`."""
+    return [accumulate(chunks)[1], read_stream(chunks, done=True), read_stream(chunks, done=False)]
+
+
+def test_a_stream_that_ends_without_a_finish_reason_is_judged_by_its_content() -> None:
+    """Some gateways (OpenRouter for some upstreams) send no finish_reason: a stream that ended
+    holding whole calls is tool_use, one holding text alone end_turn, in every path."""
     calls = [
         chunk({"role": "assistant", "content": "查一下。"}),
         chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": ')]}),
         chunk({"tool_calls": [more(0, '"北京"}')]}),
-        chunk({"tool_calls": [opening(1, "call_b", "get_weather", '{"city": "上海"}')]}),
+        chunk({"tool_calls": [opening(1, "call_b", "get_weather")]}),
         chunk(None, usage={"prompt_tokens": 10, "completion_tokens": 5}),
     ]
-    reply = read_stream(calls, done=True)
-    assert reply == ModelResponse(
-        [
-            Text("查一下。"),
-            ToolCall("call_a", "get_weather", {"city": "北京"}),
-            ToolCall("call_b", "get_weather", {"city": "上海"}),
-        ],
-        ModelStop.tool_use,
-        Usage(10, 5),
-    )
-    text = read_stream([chunk({"content": "上海更暖和。"})], done=True)
-    assert (text.content, text.stop) == ([Text("上海更暖和。")], ModelStop.end_turn)
+    assert without_finish_reason(calls) == 3 * [
+        ModelResponse(
+            [
+                Text("查一下。"),
+                ToolCall("call_a", "get_weather", {"city": "北京"}),
+                ToolCall("call_b", "get_weather", {}),
+            ],
+            ModelStop.tool_use,
+            Usage(10, 5),
+        )
+    ]
+    text = without_finish_reason([chunk({"content": "上海更暖和。"})])
+    assert text == 3 * [ModelResponse([Text("上海更暖和。")], ModelStop.end_turn)]
 
 
 @pytest.mark.parametrize(
-    ("chunks", "done"),
+    "chunks",
     [
-        ([chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": "北京"}')]})], False),
-        ([chunk({"content": "上海更"})], False),
-        ([chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": "北')]})], True),
+        [chunk({"tool_calls": [opening(0, "call_a", "get_weather", '{"city": "北')]})],
+        [chunk({"role": "assistant"}), chunk(None, usage={"prompt_tokens": 3})],
+        [],
     ],
+    ids=["a call cut short", "nothing said", "no chunk"],
 )
-def test_a_stream_without_a_finish_reason_is_still_incomplete_unless_done_and_whole(
-    chunks: list[dict[str, Any]], done: bool
+def test_a_stream_without_a_finish_reason_that_is_cut_or_empty_is_incomplete(
+    chunks: list[dict[str, Any]],
 ) -> None:
-    with pytest.raises(ProviderError) as raised:
-        read_stream(chunks, done=done)
-    assert (raised.value.kind, raised.value.retryable) == ("incomplete_stream", True)
+    acc = openai_chat.StreamAccumulator()
+    for c in chunks:
+        acc.feed(c)
+    for result in (acc.result, lambda: read_stream(chunks, done=True)):
+        with pytest.raises(ProviderError) as raised:
+            result()
+        assert (raised.value.kind, raised.value.retryable) == ("incomplete_stream", True)
 
 
 def test_recorded_tools_find_the_calls_of_a_stream_that_ended_with_done_alone() -> None:

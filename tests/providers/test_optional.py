@@ -80,11 +80,15 @@ def test_a_client_whose_sdk_came_without_httpx2_says_which_extra_to_install() ->
         from turnstile.providers import anthropic_messages, openai_chat
         from turnstile.providers._optional import MissingExtra
 
-        class Anthropic:  # an SDK client built on something else than httpx2
+        class SDK:
+            def with_options(self, **options):
+                return self
+
+        class Anthropic(SDK):  # an SDK client built on something else than httpx2
             def post(self, *args, **kwargs):
                 raise AssertionError("never sent")
 
-        class AsyncOpenAI:
+        class AsyncOpenAI(SDK):
             async def post(self, *args, **kwargs):
                 raise AssertionError("never sent")
 

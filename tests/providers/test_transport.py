@@ -723,8 +723,9 @@ def test_a_recorded_server_error_is_not_retried() -> None:
         ],
     )
     client, transport = replay_client(trace)
-    with pytest.raises(anthropic.InternalServerError):
+    with pytest.raises(anthropic.APIStatusError) as info:
         call_anthropic(client)
+    assert info.value.status_code == 500
     assert transport.remaining == []
 
 
@@ -742,9 +743,9 @@ def test_text_body_under_a_non_json_content_type_is_served_raw() -> None:
         ],
     )
     client, _ = replay_client(trace)
-    with pytest.raises(openai.InternalServerError) as info:
+    with pytest.raises(openai.APIStatusError) as info:
         call_chat(client)
-    assert info.value.response.text == html
+    assert (info.value.status_code, info.value.response.text) == (502, html)
 
 
 # Trace files ---------------------------------------------------------------------------------
@@ -1017,7 +1018,8 @@ def test_recording_keeps_the_wait_a_provider_asked_for() -> None:
     waits = {"retry-after": "2", "retry-after-ms": "1500"}
     api = FakeAPI([httpx2.Response(429, headers={**SECRET_HEADERS, **waits}, json=body)])
     client = recording_anthropic(trace, api)
-    with pytest.raises(anthropic.RateLimitError):
+    with pytest.raises(anthropic.APIStatusError) as info:
         call_anthropic(client)
+    assert info.value.status_code == 429
     (recorded,) = trace.exchanges
     assert recorded.response.headers == {"content-type": "application/json", **waits}
