@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import msgspec
 import pytest
+import sniffio
+import trio
 from turnstile.core import (
     Guards,
     Loop,
@@ -143,6 +146,41 @@ def test_a_tool_timeout_becomes_an_error_result_naming_it(backend: str) -> None:
     [result] = run.messages[2].results
     assert result.is_error and result.content == "stuck timed out after 1 s"
     assert returned(run) == [("c0", pytest.approx(1.0))]
+
+
+async def work_in_a_thread(way: str) -> None:
+    """50 ms of real work in a worker thread, handed there the way named."""
+    if way == "anyio":
+        await anyio.to_thread.run_sync(time.sleep, 0.05)
+    elif sniffio.current_async_library() == "trio":
+        await trio.to_thread.run_sync(time.sleep, 0.05)
+    else:
+        await asyncio.to_thread(time.sleep, 0.05)  # the event loop's executor, as SDKs do
+
+
+@pytest.mark.parametrize("way", ["a sync tool", "anyio", "the event loop's own"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_virtual_time_stands_still_while_a_worker_thread_works(backend: str, way: str) -> None:
+    """A second of virtual deadline outlasts real work in a thread, however it got there."""
+
+    @tool
+    def sync_work(n: int) -> str:
+        """Works 50 ms."""
+        time.sleep(0.05)
+        return "worked"
+
+    @tool
+    async def async_work(n: int) -> str:
+        """Works 50 ms in a thread."""
+        await work_in_a_thread(way)
+        return "worked"
+
+    work = sync_work if way == "a sync tool" else async_work
+    spec = LoopSpec(guards=Guards(deadline_s=1.0))
+    model = batch(work.spec.name, 2)
+    run = under(backend, lambda: aio.run(spec, "go", model=model, tools=[work]))
+    assert run.stop_reason is StopReason.completed
+    assert sorted(returned(run)) == [("c0", 0.0), ("c1", 0.0)]
 
 
 @tool
