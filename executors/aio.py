@@ -100,8 +100,9 @@ async def run(
     Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
     The calls the loop hands out together are journaled as started, and made durable, before
     the first of them runs. Times come from the event loop's clock (`anyio.current_time`), so
-    `trio.testing.MockClock` makes timeouts, and the waits a retry's `CallModel.not_before`
-    asks for, instant in tests.
+    `turnstile.executors.testing.run_async` makes timeouts, and the waits a retry's
+    `CallModel.not_before` asks for, instant in tests (trio's `MockClock` does too, but its
+    autojump also passes the time while a sync tool or client works in a thread).
     Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
     `ModelClient`.
     """

@@ -21,7 +21,8 @@ def run_async(
     limiter, `asyncio.to_thread`, the loop's executor) and jumps to the next time something
     waits for (a sleep, a timeout, a deadline, a retry's wait) once everything waits: tests of
     timeouts and deadlines pass at once, and the times a run records are exact. (trio's
-    `MockClock` autojump takes a running worker thread for idleness; this does not.)"""
+    `MockClock` autojump takes a running worker thread for idleness; this does not. Real I/O
+    waited for, a socket's or a subprocess's, is waiting: time may jump past it.)"""
     import anyio
 
     if backend == "trio":
