@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolSpec", "call_problem", "tool"]
 
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar, get_args, get_origin, get_type_hints, overload
 
@@ -187,7 +188,9 @@ class Tool:
             return checked
         try:
             return ToolOutcome(render(self.fn(**checked)))
-        except Exception as e:
+        except BaseException as e:  # no one cancels a sync function: a cancel is its own failure
+            if not isinstance(e, Exception) and not _asyncio_cancel(e):
+                raise
             return self.failed(e)
 
     async def ainvoke(
@@ -204,6 +207,12 @@ class Tool:
             return ToolOutcome(render(result))
         except Exception as e:
             return self.failed(e)
+
+
+def _asyncio_cancel(exc: BaseException) -> bool:
+    """Whether `exc` is asyncio's `CancelledError` (none exists before asyncio is imported)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
 @overload

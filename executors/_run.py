@@ -367,7 +367,7 @@ def check_model(model: object, *, can_await: bool) -> None:
     )
 
 
-def model_failed(command_id: str, exc: Exception, now: float) -> ModelFailed:
+def model_failed(command_id: str, exc: BaseException, now: float) -> ModelFailed:
     """A failed model call as an observation: `ModelError`s say whether to retry, what the
     provider called the failure and how long it asked to wait; anything else (a bug in a
     client) is final, but never loses the run's state."""

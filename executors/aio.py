@@ -100,8 +100,9 @@ async def run(
     Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
     The calls the loop hands out together are journaled as started, and made durable, before
     the first of them runs. Times come from the event loop's clock (`anyio.current_time`), so
-    `trio.testing.MockClock` makes timeouts, and the waits a retry's `CallModel.not_before`
-    asks for, instant in tests.
+    `turnstile.executors.testing.run_async` makes timeouts, and the waits a retry's
+    `CallModel.not_before` asks for, instant in tests (trio's `MockClock` does too, but its
+    autojump also passes the time while a sync tool or client works in a thread).
     Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
     `ModelClient`.
     """
@@ -242,6 +243,19 @@ def _cancelled(exc: BaseException) -> bool:
     return isinstance(exc, kinds)
 
 
+def _own_cancel(exc: BaseException) -> bool:
+    """Whether `exc` is a cancel that work raised of itself (a future it awaited was cancelled),
+    no one cancelling this task: then it is the work's failure, not the run's end."""
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        if anyio.current_effective_deadline() == -math.inf:
+            return False  # a scope around it is cancelled: the run's, a timeout's, the caller's
+        with contextlib.suppress(RuntimeError):  # not asyncio: no task to ask
+            task = asyncio.current_task()
+            return task is None or not task.cancelling()  # .cancel(), asyncio.timeout
+        return True
+    return isinstance(exc, asyncio.CancelledError)  # under trio, asyncio's cancels nothing
+
+
 class _Driver:
     """One run's bookkeeping: the tasks in flight, keyed by command id, and what came back."""
 
@@ -319,8 +333,10 @@ class _Driver:
         self.record.calling(command)
         try:
             response = await self.complete(command)
-        except Exception as e:
-            return model_failed(command.id, e, now())
+        except BaseException as e:
+            if isinstance(e, Exception) or _own_cancel(e):
+                return model_failed(command.id, e, now())
+            raise
         return ModelReplied(command.id, response, now=now())
 
     async def tool_call(self, command: RunTool) -> Observation:
@@ -339,9 +355,16 @@ class _Driver:
         """Async tools are awaited here; everything else runs in a worker thread."""
         runner = self.runner
         tool = runner.get(command.name) if isinstance(runner, Toolbox) else None
-        if tool is not None and tool.is_async:
-            return await tool.ainvoke(command.arguments, ToolContext(command.id, self.deps))
-        return await anyio.to_thread.run_sync(self.run_call, command, abandon_on_cancel=True)
+        try:
+            if tool is not None and tool.is_async:
+                return await tool.ainvoke(command.arguments, ToolContext(command.id, self.deps))
+            return await anyio.to_thread.run_sync(self.run_call, command, abandon_on_cancel=True)
+        except BaseException as e:
+            if not _own_cancel(e):
+                raise
+            if tool is not None:
+                return tool.failed(e)
+            return ToolOutcome(f"{command.name} failed: {type(e).__name__}", True)  # a runner's
 
     async def approval(self, command: AwaitApproval) -> Observation:
         approve = self.approve
@@ -481,7 +504,7 @@ class _Driver:
             if self.finish is not None or not _cancelled(exc):
                 raise
             self.step(Cancelled("the run was cancelled", now=self.now()))
-        if self.finish is None and tasks:  # a task raised its backend's cancel (a tool's own
-            # asyncio.CancelledError): the group cancelled itself and left without a word
+        if self.finish is None and tasks:  # a task raised its backend's cancel (an approver's
+            # own asyncio.CancelledError): the group cancelled itself and left without a word
             self.step(Cancelled("the run was cancelled", now=self.now()))
         return Run(self.loop, self.finish, self.waiting)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = ["call_model", "run"]
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -49,6 +50,12 @@ from ._toolbox import as_runner, caller
 Approver = Callable[[AwaitApproval], "bool | str"]
 
 
+def _asyncio_cancel(exc: BaseException) -> bool:
+    """Whether `exc` is asyncio's `CancelledError` (none exists before asyncio is imported)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
 def call_model(
     model: ModelClient,
     command: CallModel,
@@ -68,7 +75,9 @@ def call_model(
             response = model.complete(command.request)
         else:
             response = model.complete(command.request, on_delta=on_delta)  # type: ignore[call-arg]
-    except Exception as e:
+    except BaseException as e:  # no one cancels a sync call: a cancel is the client's failure
+        if not isinstance(e, Exception) and not _asyncio_cancel(e):
+            raise
         return model_failed(command.id, e, now())
     return ModelReplied(command.id, response, now=now())
 

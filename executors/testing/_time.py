@@ -6,19 +6,23 @@ __all__ = ["run_async"]
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from concurrent.futures import Executor
+from typing import Any, Literal, TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 def run_async(
     fn: Callable[[], Awaitable[T]], *, backend: Literal["asyncio", "trio"] = "asyncio"
 ) -> T:
     """Run `fn()` under `backend` (with anyio) on a clock that starts at 0, stands still while
-    anything runs (a worker thread included) and jumps to the next time something waits for (a
-    sleep, a timeout, a deadline, a retry's wait) once everything waits: tests of timeouts and
-    deadlines pass at once, and the times a run records are exact. (trio's `MockClock`
-    autojump takes a running worker thread for idleness; this does not.)"""
+    anything runs (a worker thread included: anyio's or trio's `to_thread` on their default
+    limiter, `asyncio.to_thread`, the loop's executor) and jumps to the next time something
+    waits for (a sleep, a timeout, a deadline, a retry's wait) once everything waits: tests of
+    timeouts and deadlines pass at once, and the times a run records are exact. (trio's
+    `MockClock` autojump takes a running worker thread for idleness; this does not. Real I/O
+    waited for, a socket's or a subprocess's, is waiting: time may jump past it.)"""
     import anyio
 
     if backend == "trio":  # anyio before 4.14 drops a trio clock given in backend_options
@@ -56,7 +60,8 @@ def _trio_time() -> Any:
 
 def _asyncio_time() -> Any:
     """`run_async`'s event loop under asyncio: its `time()` is virtual, and a wait in its
-    selector with nothing ready and no worker thread busy moves that time on instead."""
+    selector with nothing ready and no worker thread busy (anyio's, or its own executor's:
+    `asyncio.to_thread`, which the SDKs use) moves that time on instead."""
     import asyncio
 
     import anyio.to_thread
@@ -65,6 +70,7 @@ def _asyncio_time() -> Any:
         def __init__(self) -> None:
             super().__init__()
             self._virtual = 0.0
+            self._in_executor = 0  # calls in its executor not yet back (asyncio.to_thread's)
             select = self._selector.select  # type: ignore[attr-defined]
 
             def jumping(timeout: float | None = None) -> Any:
@@ -80,7 +86,20 @@ def _asyncio_time() -> Any:
         def time(self) -> float:
             return self._virtual
 
+        def run_in_executor(
+            self, executor: Executor | None, func: Callable[[*Ts], T], *args: *Ts
+        ) -> asyncio.Future[T]:
+            future = super().run_in_executor(executor, func, *args)
+            self._in_executor += 1
+            future.add_done_callback(self._back_from_executor)
+            return future
+
+        def _back_from_executor(self, _: Any) -> None:
+            self._in_executor -= 1
+
         def _threads_busy(self) -> bool:
+            if self._in_executor:
+                return True
             try:
                 return bool(anyio.to_thread.current_default_thread_limiter().borrowed_tokens)
             except RuntimeError:  # before anyio has run here: no thread of its

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import msgspec
 import pytest
+import sniffio
+import trio
 from turnstile.core import (
     Guards,
     Loop,
@@ -145,6 +148,41 @@ def test_a_tool_timeout_becomes_an_error_result_naming_it(backend: str) -> None:
     assert returned(run) == [("c0", pytest.approx(1.0))]
 
 
+async def work_in_a_thread(way: str) -> None:
+    """50 ms of real work in a worker thread, handed there the way named."""
+    if way == "anyio":
+        await anyio.to_thread.run_sync(time.sleep, 0.05)
+    elif sniffio.current_async_library() == "trio":
+        await trio.to_thread.run_sync(time.sleep, 0.05)
+    else:
+        await asyncio.to_thread(time.sleep, 0.05)  # the event loop's executor, as SDKs do
+
+
+@pytest.mark.parametrize("way", ["a sync tool", "anyio", "the event loop's own"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_virtual_time_stands_still_while_a_worker_thread_works(backend: str, way: str) -> None:
+    """A second of virtual deadline outlasts real work in a thread, however it got there."""
+
+    @tool
+    def sync_work(n: int) -> str:
+        """Works 50 ms."""
+        time.sleep(0.05)
+        return "worked"
+
+    @tool
+    async def async_work(n: int) -> str:
+        """Works 50 ms in a thread."""
+        await work_in_a_thread(way)
+        return "worked"
+
+    work = sync_work if way == "a sync tool" else async_work
+    spec = LoopSpec(guards=Guards(deadline_s=1.0))
+    model = batch(work.spec.name, 2)
+    run = under(backend, lambda: aio.run(spec, "go", model=model, tools=[work]))
+    assert run.stop_reason is StopReason.completed
+    assert sorted(returned(run)) == [("c0", 0.0), ("c1", 0.0)]
+
+
 @tool
 async def slow(n: int) -> str:
     """Takes a minute."""
@@ -187,6 +225,76 @@ def test_the_deadline_fires_while_every_tool_is_still_busy(backend: str) -> None
     assert run.stop_reason is StopReason.deadline and run.output == "gave up"
     assert all("deadline" in r.content for r in run.messages[2].results)
     assert [e.now for e in run.state.events if type(e) is Tick] == [5.0]
+    validate_history(run.messages)
+
+
+async def its_own_cancel(how: str) -> None:
+    """Raises a cancel though no one cancelled the task, as a tool or a client might."""
+    if how == "a cancelled future":
+        future = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future  # someone else's future, cancelled by them
+    elif how == "a cancel it caught":  # trio's: it has no public constructor
+        caught: BaseException | None = None
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            try:
+                await trio.sleep(1)
+            except trio.Cancelled as e:
+                caught = e
+                raise
+        assert caught is not None
+        raise caught
+    raise asyncio.CancelledError
+
+
+OWN_CANCELS = [
+    ("asyncio", "asyncio.CancelledError"),
+    ("asyncio", "a cancelled future"),
+    ("trio", "asyncio.CancelledError"),
+    ("trio", "a cancel it caught"),
+]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize(
+    ("backend", "how"), [*OWN_CANCELS, ("asyncio", "a sync tool"), ("trio", "a sync tool")]
+)
+def test_a_tool_raising_a_cancel_of_its_own_is_an_error_result_and_the_run_goes_on(
+    backend: str, how: str, n: int
+) -> None:
+    @tool
+    async def gives_up(n: int) -> str:
+        """Raises a cancel, no one cancelling it."""
+        await its_own_cancel(how)
+        return "unreachable"
+
+    @tool
+    def gives_up_in_a_thread(n: int) -> str:
+        """Raises asyncio's cancel in a worker thread."""
+        raise asyncio.CancelledError
+
+    work = gives_up_in_a_thread if how == "a sync tool" else gives_up
+    model = batch(work.spec.name, n)
+    run = under(backend, lambda: aio.run(LoopSpec(), "go", model=model, tools=[work]))
+    assert run.stop_reason is StopReason.completed and run.output == "rested"
+    validate_history(run.messages)
+    results = run.messages[2].results
+    assert [r.is_error for r in results] == [True] * n
+    assert all(f"{work.spec.name} failed: Cancel" in r.content for r in results)
+
+
+@pytest.mark.parametrize(("backend", "how"), OWN_CANCELS)
+def test_a_model_client_raising_a_cancel_of_its_own_is_a_failed_model_call(
+    backend: str, how: str
+) -> None:
+    class GivesUp(ScriptedModel):
+        async def acomplete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
+            await its_own_cancel(how)
+            raise AssertionError("unreachable")
+
+    run = under(backend, lambda: aio.run(LoopSpec(), "hi", model=GivesUp([])))
+    assert run.stop_reason is StopReason.model_error
     validate_history(run.messages)
 
 

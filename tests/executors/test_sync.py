@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import msgspec
@@ -78,6 +79,30 @@ def test_a_model_client_that_crashes_ends_the_run_with_its_state_intact() -> Non
     run = sync.run(LoopSpec(), "hi", model=ScriptedModel(broken), tools=[])
     assert run.stop_reason is StopReason.model_error
     assert run.state.events[-1].message == "RuntimeError: bug in the client"
+    validate_history(run.messages)
+
+
+@tool
+def gives_up(n: int) -> str:
+    """Raises asyncio's cancel, as code that ran an event loop of its own might."""
+    raise asyncio.CancelledError
+
+
+def test_a_tool_raising_a_cancel_is_an_error_result_and_the_run_goes_on() -> None:
+    model = ScriptedModel([calls(ToolCall("x", "gives_up", {"n": 1})), text("sorry")])
+    run = sync.run(LoopSpec(), "?", model=model, tools=[gives_up])
+    assert run.stop_reason is StopReason.completed and run.output == "sorry"
+    [result] = run.messages[2].results
+    assert result.is_error and result.content == "gives_up failed: CancelledError"
+
+
+def test_a_model_client_raising_a_cancel_is_a_failed_model_call() -> None:
+    def broken(request: ModelRequest) -> ModelResponse:
+        raise asyncio.CancelledError
+
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel(broken), tools=[])
+    assert run.stop_reason is StopReason.model_error
+    assert run.state.events[-1].message.startswith("CancelledError")
     validate_history(run.messages)
 
 
