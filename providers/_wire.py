@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from turnstile.core import ModelResponse, ModelStop, Opaque, Part, Text, Thinking, ToolCall, Usage
+from turnstile.core._decoding import decoded
 
 from ._errors import DecodeError
 from ._text import heal
@@ -233,37 +234,36 @@ def json_object(text: str) -> dict[str, Any] | None:
     or when it nests deeper than `MAX_DEPTH`. Its strings are healed (`heal`): an escaped lone
     surrogate, which strict JSON parsers refuse, is U+FFFD as a raw one is."""
     try:
-        value = msgspec.json.decode(heal(text))
-    except RecursionError:
-        return None
-    except msgspec.DecodeError:
+        value = decoded(msgspec.json.decode, heal(text), ValueError, MAX_DEPTH)
+    except ValueError:
         if _SURROGATE_ESCAPE.search(text) is None:
             return None
         try:  # Python's parser takes the escape of a lone surrogate, and its strings heal
-            value = json.loads(text, parse_constant=_not_json)
-            return _copied(value) if type(value) is dict and shallow(value) else None
-        except (ValueError, OverflowError, RecursionError):  # not JSON, not finite, too deep
+            value = _copied(decoded(_python_json, text, ValueError, MAX_DEPTH))
+        except (ValueError, OverflowError):  # not JSON, too deep, not finite
             return None
-    if type(value) is not dict:
-        return None
-    if text.count("[") + text.count("{") > MAX_DEPTH and not shallow(value):
-        return None
-    return value
+    return value if type(value) is dict else None
 
 
 def json_value(data: str | bytes, path: str) -> Any:
     """`data` read as JSON by Python's parser, which keeps an escaped lone surrogate (the half of
     a character a stream delta may end with) for the codecs to join or heal.
 
-    Raises `DecodeError(path)` when it is not JSON, or nests deeper than Python can follow.
+    Raises `DecodeError(path)` when it is not JSON, or nests deeper than the core reads
+    (`turnstile.core`'s `MAX_DEPTH`).
     """
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise DecodeError(path, "JSON nested deeper than Python can follow") from None
-    except ValueError:
+
+    def fail(reason: str) -> DecodeError:
+        if reason.startswith("nested"):
+            return DecodeError(path, reason)
         text = data if isinstance(data, str) else data[:80].decode("utf-8", errors="replace")
-        raise DecodeError(path, f"not JSON: {text[:80]!r}") from None
+        return DecodeError(path, f"not JSON: {text[:80]!r}")
+
+    return decoded(json.loads, data, fail)
+
+
+def _python_json(text: str) -> Any:
+    return json.loads(text, parse_constant=_not_json)
 
 
 def _not_json(constant: str) -> Any:

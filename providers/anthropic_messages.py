@@ -33,6 +33,7 @@ from turnstile.core import (
     UserMessage,
     UseTool,
 )
+from turnstile.core._decoding import decoded
 
 from ._anthropic_blocks import (
     CLIENT_BLOCKS,
@@ -50,6 +51,7 @@ from ._errors import DecodeError, ProviderError, UnsupportedContent
 from ._failures import error_failure
 from ._text import Pieces, heal
 from ._wire import (
+    MAX_DEPTH,
     count,
     expect,
     field,
@@ -57,7 +59,6 @@ from ._wire import (
     kept,
     optional,
     reply,
-    shallow,
     tool_call,
     tool_call_id,
 )
@@ -357,11 +358,9 @@ def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool
             raise DecodeError(f"{path}.input", "missing")
         value = kept(block["input"], f"{path}.input")
     else:
-        try:
-            value = json.loads(streamed)  # as the body's `input` would have been read
-        except (ValueError, RecursionError):  # not JSON, or nested past what Python follows
-            return tool_call(call_id, name, streamed, cut=cut)
-        if not shallow(value):
+        try:  # as the body's `input` would have been read
+            value = decoded(json.loads, streamed, ValueError, MAX_DEPTH)
+        except ValueError:  # not JSON, or nested deeper than a reply keeps
             return tool_call(call_id, name, streamed, cut=cut)
         value = kept(value, f"{path}.input")
     if isinstance(value, dict):
