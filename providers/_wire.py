@@ -35,6 +35,7 @@ __all__ = [
     "salvage",
     "shallow",
     "shown",
+    "too_deep",
     "tool_call",
     "tool_call_id",
 ]
@@ -108,12 +109,25 @@ def _checked(value: Any, kind: type[T], path: str, key: str | None) -> T:
     return value
 
 
-def shown(value: Any) -> str:
-    """The start of `value` as JSON, for a message (a value nested too deep to write shows as
-    its first brackets)."""
-    if isinstance(value, dict | list) and not shallow(value, 8):
-        return ("[" if isinstance(value, list) else "{") * 8 + "…"
-    return json.dumps(value, ensure_ascii=False, default=repr)[:40]
+def shown(value: Any, size: int = 40) -> str:
+    """The start of `value` as JSON, for a message (a value nested too deep to write shows
+    its first members' keys, 8 levels down, then "…")."""
+    if not isinstance(value, dict | list) or shallow(value, 8):
+        return json.dumps(value, ensure_ascii=False, default=repr)[:size]
+    text = ""
+    for _ in range(8):
+        if isinstance(value, dict) and value:
+            key, value = next(iter(value.items()))
+            text += "{" + json.dumps(key, ensure_ascii=False, default=repr) + ": "
+        elif isinstance(value, list) and value:
+            text, value = text + "[", value[0]
+    return text[:size] + "…"
+
+
+def too_deep(call_id: str, name: str, value: Any, cut: bool) -> ToolCall:
+    """A call whose arguments nest deeper than `MAX_DEPTH`: the start of them as text, so that
+    the loop answers it with an error result instead of running it."""
+    return ToolCall(call_id, name, {}, raw_arguments=shown(value, 200), complete=not cut)
 
 
 def index(obj: Mapping[str, Any], key: str, path: str, limit: int) -> int:

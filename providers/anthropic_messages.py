@@ -59,6 +59,8 @@ from ._wire import (
     kept,
     optional,
     reply,
+    shallow,
+    too_deep,
     tool_call,
     tool_call_id,
 )
@@ -302,14 +304,14 @@ def decode(body: dict[str, Any]) -> ModelResponse:
     came. A type that misspells a client block's (`tool_uze`, see `_unknown`) is a `DecodeError`,
     as is a kept block holding NaN or Infinity. A tool_use
     whose input is not an object becomes a call with empty `arguments` and the JSON text in
-    `raw_arguments`; with `max_tokens` (or a full context window) a trailing tool_use was cut off
+    `raw_arguments` (one nested deeper than `_wire.MAX_DEPTH`: the start of it), so it is not
+    run; with `max_tokens` (or a full context window) a trailing tool_use was cut off
     and is marked `complete=False`. An unknown `stop_reason` maps to `ModelStop.other`; `raw_stop`
     keeps every value that differs from the neutral name.
 
     Raises `ProviderError` for an error body and `DecodeError` (naming the path) for a body
     without a documented field: `content`, a block's `type`, `text`, `id`, ..., `stop_reason`,
-    `usage.input_tokens`, `usage.output_tokens`; or with a token count out of range, or a tool
-    input nested deeper than `_wire.MAX_DEPTH`.
+    `usage.input_tokens`, `usage.output_tokens`; or with a token count out of range.
     """
     return _decode(body, {})
 
@@ -356,6 +358,8 @@ def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool
     if streamed is None:
         if "input" not in block:
             raise DecodeError(f"{path}.input", "missing")
+        if not shallow(block["input"]):
+            return too_deep(call_id, name, block["input"], cut)
         value = kept(block["input"], f"{path}.input")
     else:
         try:  # as the body's `input` would have been read
