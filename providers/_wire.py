@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from turnstile.core import ModelResponse, ModelStop, Opaque, Part, Text, Thinking, ToolCall, Usage
-from turnstile.core._decoding import decoded
+from turnstile.core._decoding import decoded, shallow
 
 from ._errors import DecodeError
 from ._text import heal
@@ -153,24 +153,6 @@ def count(obj: Mapping[str, Any], key: str, path: str, default: int | None = Non
     return value
 
 
-def shallow(value: Any, depth: int = MAX_DEPTH) -> bool:
-    """Whether `value` nests at most `depth` levels of arrays and objects (walked without
-    recursion, so a value of any depth can be asked about)."""
-    stack = [(value, 0)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if level == depth:
-            return False
-        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
-    return True
-
-
 def kept(value: Any, path: str) -> Any:
     """A copy of `value`, a JSON value the reply keeps (a call's arguments, an item sent back
     verbatim), with its strings healed (`heal`), keys included. Its arrays and objects are new,
@@ -179,7 +161,7 @@ def kept(value: Any, path: str) -> Any:
     Raises `DecodeError` when it nests deeper than `MAX_DEPTH`, or holds a number JSON has no
     word for (`NaN`, `Infinity`: Python's parser reads them, but no run could write them down).
     """
-    if not shallow(value):
+    if not shallow(value, MAX_DEPTH):
         raise DecodeError(path, f"nested deeper than {MAX_DEPTH} levels")
     try:
         return _copied(value)

@@ -358,7 +358,7 @@ def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool
     if streamed is None:
         if "input" not in block:
             raise DecodeError(f"{path}.input", "missing")
-        if not shallow(block["input"]):
+        if not shallow(block["input"], MAX_DEPTH):
             return too_deep(call_id, name, block["input"], cut)
         value = kept(block["input"], f"{path}.input")
     else:
