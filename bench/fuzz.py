@@ -5,12 +5,17 @@ error body of each format, is a seed. Each input is a seed changed by one to thr
 mutations, sent through one way in:
 
 - `decode`: a codec's `decode` on a mutated body (a value replaced by one of another type, a
-  null, a huge or negative number, a lone surrogate, a nest 2,000 deep; a key dropped; a `type`
-  swapped for another seen anywhere in the seeds; an array's items dropped, doubled or swapped);
+  null, a huge or negative number, a lone surrogate, a nest 3,000 deep as a value or as text
+  (tool arguments, `[[[...`, `{"a":{"a":...`); a key dropped; a `type` swapped for another
+  seen anywhere in the seeds; an array's items dropped, doubled or swapped);
 - `stream`: a codec's `StreamAccumulator` fed a stream's events, some mutated as above, some
   dropped, doubled, moved or taken from another stream of the same format, then `result()`;
 - `bytes`: the client's own reading of raw bytes (`read_body` for a body, `StreamReader` for an
-  event stream in random chunks) after bytes are cut, doubled, flipped or inserted.
+  event stream in random chunks) after bytes are cut, doubled, flipped or inserted (a depth
+  bomb among them).
+
+One input in `HUGE_EVERY` is made 10 MB long instead: a string in it holds 10 MB of text, or
+10 MB of bytes (text, nesting, a long array) go into its bytes.
 
 An input passes when it gives a reply or raises `DecodeError` or `ProviderError`, within
 `LIMIT_MS` if it is under 10 KB, and when what it gives can go into a run: its deltas encode as
@@ -48,7 +53,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LIMIT_MS = 100.0
 SMALL = 10_000
 """Inputs under this many bytes must be done within `LIMIT_MS`."""
-DEEP = 2_000
+DEEP = 3_000
+HUGE = 10_000_000
+HUGE_EVERY = 500
 INDEX_KEYS = ["type", "index", "output_index", "content_index", "summary_index", "sequence_number"]
 
 ERROR_BODIES = {
@@ -234,6 +241,15 @@ def _deep(kind: type, inner: Any = 1) -> Any:
     return value
 
 
+_BOMBS = [
+    "[" * DEEP,
+    '{"a":' * DEEP,
+    '{"a": ' + "[" * DEEP + "]" * DEEP + "}",
+    '{"a": ' + '{"a":' * DEEP + "1" + "}" * DEEP + "}",
+]
+"""Depth bombs as text: cut short or whole, at the top or inside an object (tool arguments)."""
+
+
 def _copy(value: Any) -> Any:
     """A deep copy of a JSON value, made without recursion (it may nest `DEEP` levels)."""
     if not isinstance(value, dict | list):
@@ -290,7 +306,7 @@ class Mutator:
             lambda: rng.choice(self.names),
             lambda: rng.choice([[], {}, [None], {"type": None}, {"type": rng.choice(self.names)}]),
             lambda: _deep(rng.choice([list, dict])),
-            lambda: rng.choice(['{"a": 1}', "{", '{"a": "\\ud800"}', "[" * DEEP, "{}"]),
+            lambda: rng.choice(['{"a": 1}', "{", '{"a": "\\ud800"}', "{}", *_BOMBS]),
         ]
         return rng.choice(choices)()
 
@@ -337,6 +353,23 @@ class Mutator:
             container[key] = self.value()
         return root
 
+    def huge(self, item: Any) -> Any:
+        """`item` made about `HUGE` bytes long: 10 MB of text, nesting or an array's items put
+        into its bytes, or one of its strings holding 10 MB of text."""
+        rng = self.rng
+        if isinstance(item, bytes):
+            at = rng.randrange(len(item) + 1)
+            fill = rng.choice([b" ", b"x", b"[", b"1,", "晴".encode()])
+            return item[:at] + fill * (HUGE // len(fill)) + item[at:]
+        text = rng.choice(["x" * HUGE, "晴" * (HUGE // 3)])
+        root = _copy(item)
+        if not isinstance(root, dict | list) or not root:
+            return text
+        slots = [(c, k) for c, k in self._slots(root) if isinstance(c[k], str)]
+        container, key = rng.choice(slots or self._slots(root))
+        container[key] = text
+        return root
+
     def events(self, events: list[Any], others: list[Any]) -> list[Any]:
         rng = self.rng
         events = list(events)
@@ -381,7 +414,7 @@ class Mutator:
                     b"\xff",
                     b"\xe5\x8c",
                     b"\\ud800",
-                    b"[" * DEEP,
+                    *(bomb.encode() for bomb in _BOMBS),
                     b'"',
                     b"\x00",
                     b"data: [DONE]\n\n",
@@ -405,6 +438,7 @@ class Failure:
 @dataclass
 class Report:
     inputs: int = 0
+    huge: int = 0
     ways: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     kinds: Counter[str] = field(default_factory=Counter)
@@ -416,11 +450,14 @@ class Report:
         top = self.kinds.most_common(8)
         rest = sum(self.kinds.values()) - sum(n for _, n in top)
         others = f", {rest:,} of {len(self.kinds) - len(top)} other kinds" if rest else ""
+        untyped = sum(n for k, n in self.outcomes.items() if k.startswith("untyped"))
         out = [
-            f"inputs: {self.inputs:,} ({', '.join(f'{k} {v:,}' for k, v in self.ways.items())})",
+            f"inputs: {self.inputs:,} ({', '.join(f'{k} {v:,}' for k, v in self.ways.items())})"
+            f", {self.huge:,} of them 10 MB long",
             "outcomes: " + ", ".join(f"{k} {v:,}" for k, v in self.outcomes.most_common()),
             "ProviderError kinds: " + ", ".join(f"{k} {v:,}" for k, v in top) + others,
             f"max time: {self.max_ms:.1f} ms (an input of {self.max_ms_bytes:,} bytes)",
+            f"untyped errors: {untyped:,}",
             f"failures: {len(self.failures)}",
         ]
         out += [f"  {f.way} {f.seed}: {f.problem}\n    {f.shown}" for f in self.failures[:50]]
@@ -540,6 +577,9 @@ def run(inputs: int, seed: int = 1) -> Report:
     for _ in range(inputs):
         origin = rng.choice(pool)
         way, item = _input(mutator, origin, pool)
+        if rng.randrange(HUGE_EVERY) == 0:
+            item = mutator.huge(item)
+            report.huge += 1
         size = len(item) if isinstance(item, bytes) else _size(item)
         wire = CLIENTS[origin.provider].wire
         chunking = random.Random(rng.random())

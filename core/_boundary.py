@@ -20,9 +20,10 @@ from typing import Any, cast
 
 import msgspec
 
+from ._decoding import VALUE_DEPTH, nests_deeper, shallow
 from ._errors import HistoryProblem, InvalidHistory, InvalidObservation
 from ._history import history_problems
-from ._messages import AssistantMessage, Message, Text, UserMessage
+from ._messages import AssistantMessage, Message, Text, ToolCall, UserMessage
 from ._observations import (
     Approved,
     Cancelled,
@@ -54,6 +55,9 @@ _DECODERS: dict[type, Callable[[bytes], Observation]] = {
         Cancelled,
     )
 }
+_TOO_DEEP = f"nested deeper than {VALUE_DEPTH} levels"
+ARGUMENTS_DEPTH = VALUE_DEPTH - 8
+"""How deep a call's arguments may nest and still run: the reply wraps them in a few levels."""
 REPAIRED = "\n(turnstile: characters that were not valid Unicode were replaced with U+FFFD)"
 """What a tool's result says after its text was repaired, so the model knows why it looks odd."""
 
@@ -118,12 +122,18 @@ def _plain(obs: ToolReturned) -> bool:
 
 def _copied(obs: Observation) -> Observation:
     decode = _DECODERS[type(obs)]
+    if type(obs) is ModelReplied:
+        obs = _too_deep_as_text(obs)
     try:
         data = _encode(obs)
     except UnicodeEncodeError:
         return _rebuilt(obs, msgspec.to_builtins(obs))
     except (TypeError, ValueError, OverflowError) as e:
         raise InvalidObservation(f"cannot be written down: {e}") from None
+    except RecursionError:
+        raise InvalidObservation(_TOO_DEEP) from None
+    if nests_deeper(data, VALUE_DEPTH):
+        raise InvalidObservation(_TOO_DEEP)
     try:
         copy: Observation = decode(data)
     except msgspec.ValidationError as e:
@@ -135,6 +145,27 @@ def _copied(obs: Observation) -> Observation:
         return _rebuilt(obs, data)
     path, got, wanted = _difference(obs, copy, "")  # a dict where a struct belongs, ...
     raise InvalidObservation(f"expected {wanted}, got {got}", path=path)
+
+
+def _too_deep_as_text(obs: ModelReplied) -> ModelReplied:
+    """`obs` with each call whose arguments nest too deep for a run to carry keeping them only
+    as text (its first brackets, unless the model's own text is there), so it is not run."""
+    content = getattr(obs.response, "content", None)
+    if not isinstance(content, list) or all(
+        type(p) is not ToolCall or shallow(p.arguments, ARGUMENTS_DEPTH) for p in content
+    ):
+        return obs
+    parts = [
+        p
+        if type(p) is not ToolCall or shallow(p.arguments, ARGUMENTS_DEPTH)
+        else msgspec.structs.replace(
+            p, arguments={}, raw_arguments=p.raw_arguments or "{" * 8 + "…"
+        )
+        for p in content
+    ]
+    return msgspec.structs.replace(
+        obs, response=msgspec.structs.replace(obs.response, content=parts)
+    )
 
 
 def _rebuilt(obs: Observation, data: dict[str, Any]) -> Observation:

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from ._commands import StopReason
+from ._decoding import VALUE_DEPTH, decoded
 from ._messages import Message, ToolCall, ToolResult, UserMessage
 from ._request import OutputFormat, ToolChoice, UseTool
 from ._state import LoopState
@@ -99,13 +100,17 @@ class Output:
         converts to the type, or None and what is wrong with it, for the model to read."""
         if isinstance(value, str):
             try:
-                value = json.loads(value, parse_constant=_not_a_number)
+                value = decoded(_read_answer, value, ValueError, VALUE_DEPTH)
             except ValueError as e:
                 return None, f"the answer is not JSON ({e}); reply with the JSON object only."
         try:
             return msgspec.to_builtins(self.typed(value)), None
         except msgspec.ValidationError as e:
             return None, f"the answer does not fit its schema: {e}. Correct it and answer again."
+
+
+def _read_answer(text: str) -> Any:
+    return json.loads(text, parse_constant=_not_a_number)
 
 
 def _not_a_number(word: str) -> Any:

@@ -27,6 +27,7 @@ from zlib import crc32
 import msgspec
 
 from ._commands import StopReason
+from ._decoding import decoded
 from ._errors import CorruptState, InvalidHistory
 from ._history import History, history_problems
 from ._machine import PHASES
@@ -165,10 +166,7 @@ def dump_state(state: LoopState) -> bytes:
 def load_state(data: bytes | str) -> LoopState:
     """Decode a dump, raising `CorruptState` with the reason when it cannot be used: not a
     dump, damaged (its checksum does not match), newer, or a state no loop could be in."""
-    try:
-        dump = _dump.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise CorruptState(f"not a turnstile state dump: {e}") from None
+    dump = decoded(_dump.decode, data, _not_a_dump)
     if dump.schema > SCHEMA_VERSION:
         raise CorruptState(
             f"dump has schema {dump.schema}, newer than this turnstile's {SCHEMA_VERSION}; upgrade"
@@ -176,16 +174,22 @@ def load_state(data: bytes | str) -> LoopState:
     body = bytes(dump.state)
     if dump.schema >= 2 and dump.checksum != f"{crc32(body):08x}":
         raise CorruptState("damaged state dump: its checksum does not match its state")
-    try:
-        state = _state.decode(body)
-        if dump.schema < 2 and state.phase == "finalizing":
-            state.stop_reason = _schema_1.decode(body).finalizing or StopReason.unknown
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise CorruptState(f"damaged state dump: {e}") from None
+    state = decoded(_state.decode, body, _damaged)
+    if dump.schema < 2 and state.phase == "finalizing":
+        finalizing = decoded(_schema_1.decode, body, _damaged).finalizing
+        state.stop_reason = finalizing or StopReason.unknown
     problems = state_problems(state)
     if problems:
         raise CorruptState(f"no loop can be in this state: {'; '.join(problems)}")
     return state
+
+
+def _not_a_dump(reason: str) -> CorruptState:
+    return CorruptState(f"not a turnstile state dump: {reason}")
+
+
+def _damaged(reason: str) -> CorruptState:
+    return CorruptState(f"damaged state dump: {reason}")
 
 
 def state_problems(st: LoopState) -> list[str]:

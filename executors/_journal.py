@@ -25,6 +25,7 @@ __all__ = ["CorruptJournal", "Journal", "TornJournal"]
 import os
 import struct
 import warnings
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, NamedTuple, get_args
@@ -32,6 +33,7 @@ from zlib import crc32
 
 import msgspec
 from turnstile.core import Event, Loop, LoopSpec, Started, TurnstileError
+from turnstile.core._decoding import decoded
 
 MAGIC = b"turnstile-journal\n"
 VERSION = 1
@@ -101,13 +103,14 @@ def _scan(data: bytes, path: Path) -> _Contents:
             if data.count(0, end) == size - end:
                 break  # the last record: its data never reached the disk
             raise CorruptJournal(path, pos, "damaged record: its checksum does not match")
-        try:
-            events.append(_decode(payload))
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            raise CorruptJournal(path, pos, f"not an event this turnstile knows: {e}") from None
+        events.append(decoded(_decode, payload, partial(_unknown_event, path, pos)))
         offsets.append(pos)
         pos = end
     return _Contents(events, offsets, pos)
+
+
+def _unknown_event(path: Path, offset: int, reason: str) -> CorruptJournal:
+    return CorruptJournal(path, offset, f"not an event this turnstile knows: {reason}")
 
 
 def _torn(path: Path, contents: _Contents, size: int, done: str) -> str:

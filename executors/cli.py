@@ -35,6 +35,7 @@ from turnstile.core import (
     history_problems,
     mermaid,
 )
+from turnstile.core._decoding import decoded
 from turnstile.executors import CorruptJournal, Journal, TornJournal, sync, transcript
 from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
 from turnstile.providers import Delta, TextDelta
@@ -46,6 +47,7 @@ _PROVIDERS = {
 }
 """Each provider `turnstile run` knows: its format module, its SDK (and extra), the variable
 holding its key."""
+_SPEC = msgspec.json.Decoder(LoopSpec).decode
 
 
 class UsageError(Exception):
@@ -78,10 +80,8 @@ def _spec(given: str | None) -> LoopSpec:
                 f"{given}: not a LoopSpec but an object of type {type(found).__name__}"
             )
         return found
-    try:
-        return msgspec.json.decode(_read(given), type=LoopSpec)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise UsageError(f"{given}: not a LoopSpec: {e}") from None
+    data = _read(given)
+    return decoded(_SPEC, data, lambda why: UsageError(f"{given}: not a LoopSpec: {why}"))
 
 
 def _load(path: str, spec: str | None, data: bytes | None = None) -> tuple[Loop, int | None]:
@@ -149,10 +149,11 @@ def _is_trace(path: str, data: bytes) -> bool:
     so that a trace with a mistake in it is reported as one."""
     if data.startswith(JOURNAL_MAGIC):
         return False
-    try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise UsageError(f"{path}: not JSON: {_json_error(data, e)}") from None
+    value = decoded(
+        msgspec.json.decode,
+        data,
+        lambda why: UsageError(f"{path}: not JSON: {_json_error(data, why)}"),
+    )
     keys = value.keys() if isinstance(value, dict) else set()
     if keys & _STATE_KEYS:
         return False
@@ -164,16 +165,16 @@ def _is_trace(path: str, data: bytes) -> bool:
     )
 
 
-def _json_error(data: bytes, error: msgspec.DecodeError) -> str:
+def _json_error(data: bytes, reason: str) -> str:
     """What is wrong with `data` as JSON, by line and column where the standard library's
     decoder can say (msgspec counts bytes)."""
     try:
         json.loads(data)
     except json.JSONDecodeError as e:
         return f"{e.msg} (line {e.lineno}, column {e.colno})"
-    except ValueError:  # not UTF-8, say
+    except (ValueError, RecursionError):  # not UTF-8, too deep
         pass
-    return str(error)
+    return reason
 
 
 def _trace_problems(path: str, data: bytes) -> list[tuple[str, HistoryProblem]]:
@@ -181,10 +182,8 @@ def _trace_problems(path: str, data: bytes) -> list[tuple[str, HistoryProblem]]:
     from turnstile.executors.testing import replay
     from turnstile.providers.replay import ReplayMismatch, Trace, TraceError
 
-    try:
-        trace = msgspec.json.decode(data, type=Trace)
-    except msgspec.ValidationError as e:
-        raise UsageError(f"{path}: not a valid trace: {e}") from None
+    decode = msgspec.json.Decoder(Trace).decode
+    trace = decoded(decode, data, lambda why: UsageError(f"{path}: not a valid trace: {why}"))
     requests: list[CallModel] = []
     try:
         run = replay(trace, on_step=lambda s: requests.append(s) if type(s) is CallModel else None)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import msgspec
 from turnstile.core import TurnstileError
+from turnstile.core._decoding import decoded
 
 from ._optional import installed, missing_extra, required
 
@@ -125,10 +126,8 @@ class Trace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Raises:
             TraceError: the file is not valid JSON or not a trace of this format.
         """
-        try:
-            return msgspec.json.decode(Path(path).read_bytes(), type=cls)
-        except msgspec.DecodeError as err:
-            raise TraceError(f"{path}: {err}") from None
+        decode = msgspec.json.Decoder(cls).decode
+        return decoded(decode, Path(path).read_bytes(), lambda why: TraceError(f"{path}: {why}"))
 
     def save(self, path: str | Path) -> None:
         """Write the trace as indented UTF-8 JSON (non-ASCII text stays readable)."""
@@ -167,8 +166,8 @@ def _json_or_text(content: bytes) -> Any:
         return None
     text = content.decode("utf-8", errors="replace")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return decoded(json.loads, text, ValueError)
+    except ValueError:  # not JSON, or nested deeper than a trace is read
         return text
 
 

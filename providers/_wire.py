@@ -35,6 +35,7 @@ __all__ = [
     "salvage",
     "shallow",
     "shown",
+    "too_deep",
     "tool_call",
     "tool_call_id",
 ]
@@ -47,6 +48,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from turnstile.core import ModelResponse, ModelStop, Opaque, Part, Text, Thinking, ToolCall, Usage
+from turnstile.core._decoding import decoded, shallow
 
 from ._errors import DecodeError
 from ._text import heal
@@ -107,12 +109,25 @@ def _checked(value: Any, kind: type[T], path: str, key: str | None) -> T:
     return value
 
 
-def shown(value: Any) -> str:
-    """The start of `value` as JSON, for a message (a value nested too deep to write shows as
-    its first brackets)."""
-    if isinstance(value, dict | list) and not shallow(value, 8):
-        return ("[" if isinstance(value, list) else "{") * 8 + "…"
-    return json.dumps(value, ensure_ascii=False, default=repr)[:40]
+def shown(value: Any, size: int = 40) -> str:
+    """The start of `value` as JSON, for a message (a value nested too deep to write shows
+    its first members' keys, 8 levels down, then "…")."""
+    if not isinstance(value, dict | list) or shallow(value, 8):
+        return json.dumps(value, ensure_ascii=False, default=repr)[:size]
+    text = ""
+    for _ in range(8):
+        if isinstance(value, dict) and value:
+            key, value = next(iter(value.items()))
+            text += "{" + json.dumps(key, ensure_ascii=False, default=repr) + ": "
+        elif isinstance(value, list) and value:
+            text, value = text + "[", value[0]
+    return text[:size] + "…"
+
+
+def too_deep(call_id: str, name: str, value: Any, cut: bool) -> ToolCall:
+    """A call whose arguments nest deeper than `MAX_DEPTH`: the start of them as text, so that
+    the loop answers it with an error result instead of running it."""
+    return ToolCall(call_id, name, {}, raw_arguments=shown(value, 200), complete=not cut)
 
 
 def index(obj: Mapping[str, Any], key: str, path: str, limit: int) -> int:
@@ -138,24 +153,6 @@ def count(obj: Mapping[str, Any], key: str, path: str, default: int | None = Non
     return value
 
 
-def shallow(value: Any, depth: int = MAX_DEPTH) -> bool:
-    """Whether `value` nests at most `depth` levels of arrays and objects (walked without
-    recursion, so a value of any depth can be asked about)."""
-    stack = [(value, 0)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if level == depth:
-            return False
-        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
-    return True
-
-
 def kept(value: Any, path: str) -> Any:
     """A copy of `value`, a JSON value the reply keeps (a call's arguments, an item sent back
     verbatim), with its strings healed (`heal`), keys included. Its arrays and objects are new,
@@ -164,7 +161,7 @@ def kept(value: Any, path: str) -> Any:
     Raises `DecodeError` when it nests deeper than `MAX_DEPTH`, or holds a number JSON has no
     word for (`NaN`, `Infinity`: Python's parser reads them, but no run could write them down).
     """
-    if not shallow(value):
+    if not shallow(value, MAX_DEPTH):
         raise DecodeError(path, f"nested deeper than {MAX_DEPTH} levels")
     try:
         return _copied(value)
@@ -233,37 +230,36 @@ def json_object(text: str) -> dict[str, Any] | None:
     or when it nests deeper than `MAX_DEPTH`. Its strings are healed (`heal`): an escaped lone
     surrogate, which strict JSON parsers refuse, is U+FFFD as a raw one is."""
     try:
-        value = msgspec.json.decode(heal(text))
-    except RecursionError:
-        return None
-    except msgspec.DecodeError:
+        value = decoded(msgspec.json.decode, heal(text), ValueError, MAX_DEPTH)
+    except ValueError:
         if _SURROGATE_ESCAPE.search(text) is None:
             return None
         try:  # Python's parser takes the escape of a lone surrogate, and its strings heal
-            value = json.loads(text, parse_constant=_not_json)
-            return _copied(value) if type(value) is dict and shallow(value) else None
-        except (ValueError, OverflowError, RecursionError):  # not JSON, not finite, too deep
+            value = _copied(decoded(_python_json, text, ValueError, MAX_DEPTH))
+        except (ValueError, OverflowError):  # not JSON, too deep, not finite
             return None
-    if type(value) is not dict:
-        return None
-    if text.count("[") + text.count("{") > MAX_DEPTH and not shallow(value):
-        return None
-    return value
+    return value if type(value) is dict else None
 
 
 def json_value(data: str | bytes, path: str) -> Any:
     """`data` read as JSON by Python's parser, which keeps an escaped lone surrogate (the half of
     a character a stream delta may end with) for the codecs to join or heal.
 
-    Raises `DecodeError(path)` when it is not JSON, or nests deeper than Python can follow.
+    Raises `DecodeError(path)` when it is not JSON, or nests deeper than the core reads
+    (`turnstile.core`'s `MAX_DEPTH`).
     """
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise DecodeError(path, "JSON nested deeper than Python can follow") from None
-    except ValueError:
+
+    def fail(reason: str) -> DecodeError:
+        if reason.startswith("nested"):
+            return DecodeError(path, reason)
         text = data if isinstance(data, str) else data[:80].decode("utf-8", errors="replace")
-        raise DecodeError(path, f"not JSON: {text[:80]!r}") from None
+        return DecodeError(path, f"not JSON: {text[:80]!r}")
+
+    return decoded(json.loads, data, fail)
+
+
+def _python_json(text: str) -> Any:
+    return json.loads(text, parse_constant=_not_json)
 
 
 def _not_json(constant: str) -> Any:

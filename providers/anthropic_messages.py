@@ -33,6 +33,7 @@ from turnstile.core import (
     UserMessage,
     UseTool,
 )
+from turnstile.core._decoding import decoded
 
 from ._anthropic_blocks import (
     CLIENT_BLOCKS,
@@ -50,6 +51,7 @@ from ._errors import DecodeError, ProviderError, UnsupportedContent
 from ._failures import error_failure
 from ._text import Pieces, heal
 from ._wire import (
+    MAX_DEPTH,
     count,
     expect,
     field,
@@ -58,6 +60,7 @@ from ._wire import (
     optional,
     reply,
     shallow,
+    too_deep,
     tool_call,
     tool_call_id,
 )
@@ -301,14 +304,14 @@ def decode(body: dict[str, Any]) -> ModelResponse:
     came. A type that misspells a client block's (`tool_uze`, see `_unknown`) is a `DecodeError`,
     as is a kept block holding NaN or Infinity. A tool_use
     whose input is not an object becomes a call with empty `arguments` and the JSON text in
-    `raw_arguments`; with `max_tokens` (or a full context window) a trailing tool_use was cut off
+    `raw_arguments` (one nested deeper than `_wire.MAX_DEPTH`: the start of it), so it is not
+    run; with `max_tokens` (or a full context window) a trailing tool_use was cut off
     and is marked `complete=False`. An unknown `stop_reason` maps to `ModelStop.other`; `raw_stop`
     keeps every value that differs from the neutral name.
 
     Raises `ProviderError` for an error body and `DecodeError` (naming the path) for a body
     without a documented field: `content`, a block's `type`, `text`, `id`, ..., `stop_reason`,
-    `usage.input_tokens`, `usage.output_tokens`; or with a token count out of range, or a tool
-    input nested deeper than `_wire.MAX_DEPTH`.
+    `usage.input_tokens`, `usage.output_tokens`; or with a token count out of range.
     """
     return _decode(body, {})
 
@@ -355,13 +358,13 @@ def _tool_call(block: dict[str, Any], path: str, streamed: str | None, cut: bool
     if streamed is None:
         if "input" not in block:
             raise DecodeError(f"{path}.input", "missing")
+        if not shallow(block["input"], MAX_DEPTH):
+            return too_deep(call_id, name, block["input"], cut)
         value = kept(block["input"], f"{path}.input")
     else:
-        try:
-            value = json.loads(streamed)  # as the body's `input` would have been read
-        except (ValueError, RecursionError):  # not JSON, or nested past what Python follows
-            return tool_call(call_id, name, streamed, cut=cut)
-        if not shallow(value):
+        try:  # as the body's `input` would have been read
+            value = decoded(json.loads, streamed, ValueError, MAX_DEPTH)
+        except ValueError:  # not JSON, or nested deeper than a reply keeps
             return tool_call(call_id, name, streamed, cut=cut)
         value = kept(value, f"{path}.input")
     if isinstance(value, dict):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from typing import Any
 
+import msgspec
 import pytest
 from turnstile.core import (
     Approved,
@@ -18,10 +20,12 @@ from turnstile.core import (
     Guards,
     InvalidObservation,
     Loop,
+    LoopSpec,
     ModelFailed,
     ModelReplied,
     ModelResponse,
     ModelStop,
+    Opaque,
     ProtocolError,
     RunTool,
     StopReason,
@@ -391,3 +395,111 @@ def test_guards_no_run_could_use_are_refused_naming_why(given: dict[str, Any], s
 
 def test_a_small_window_with_a_reserve_to_match_is_fine() -> None:
     assert Guards(context_window=1000, reserve_tokens=200).context_window == 1000
+
+
+# -- 6. depth bombs and huge inputs --------------------------------------------------------------
+
+
+def deep(kind: type, levels: int = 3000) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value] if kind is list else {"a": value}
+    return value
+
+
+def _forged(state: bytes) -> bytes:
+    """A dump of `state` under a checksum made to match, as damage could never make it."""
+    return b'{"schema":2,"checksum":"%08x","state":%s}' % (zlib.crc32(state), state)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 3000,
+        b'{"a":' * 3000,
+        b"[" * 3000 + b"]" * 3000,
+        b'{"schema":2,"state":' + b'{"a":' * 3000,
+        _forged(b'{"phase":' + b"[" * 3000 + b"1" + b"]" * 3000 + b"}"),
+        "[" * 3000,
+    ],
+)
+def test_a_dump_nested_thousands_deep_is_corrupt_state(data: bytes | str) -> None:
+    with pytest.raises(CorruptState):
+        Loop.load(SPEC, data)
+
+
+def test_tool_arguments_nested_thousands_deep_in_a_dump_are_corrupt_state() -> None:
+    d = one_call_running()
+    state = json.loads(d.loop.dump())["state"]
+    text = json.dumps(state).replace('{"n": 1}', '{"n": ' + "[" * 600 + "]" * 600 + "}")
+    assert text != json.dumps(state)
+    with pytest.raises(CorruptState, match="nested deeper"):
+        Loop.load(SPEC, _forged(text.encode()))
+
+
+def test_ten_megabytes_of_json_that_is_no_dump_is_corrupt_state() -> None:
+    with pytest.raises(CorruptState):
+        Loop.load(SPEC, b"[" + b"1," * 5_000_000 + b"1]")
+    with pytest.raises(CorruptState):
+        Loop.load(SPEC, b'{"schema":2,"state":"' + b"x" * 10_000_000 + b'"}')
+
+
+def test_a_run_holding_ten_megabytes_dumps_and_loads() -> None:
+    d = one_call_running()
+    d.loop.send(ToolReturned("c1", "x" * 10_000_000, now=2.0))
+    assert Loop.load(SPEC, d.loop.dump()).state == d.state
+
+
+@pytest.mark.parametrize("levels", [3000, 600, 200])
+@pytest.mark.parametrize("kind", [list, dict])
+def test_a_call_whose_arguments_nest_too_deep_is_not_run_and_the_run_goes_on(
+    kind: type, levels: int
+) -> None:
+    d = Driver(SPEC)
+    d.start()
+    bomb = reply(ToolCall("c1", "t", {"x": deep(kind, levels)}))
+    [ask] = d.loop.send(ModelReplied(d.pending_model(), bomb, now=1.0))
+    assert type(ask) is CallModel  # nothing ran: the model gets an error result instead
+    [result] = ask.request.messages[-1].results
+    assert result.is_error
+    assert Loop.load(SPEC, d.loop.dump()).state == d.state
+
+
+def test_arguments_as_deep_as_a_model_may_send_are_run_and_the_run_loads() -> None:
+    d = Driver(SPEC)
+    d.start()
+    [run] = d.reply(ToolCall("c1", "t", {"x": deep(list, 99)}))
+    assert type(run) is RunTool
+    assert Loop.load(SPEC, d.loop.dump()).state == d.state
+
+
+class Answer(msgspec.Struct):
+    x: int
+
+
+def test_a_native_answer_nested_thousands_deep_goes_back_to_the_model() -> None:
+    d = Driver(spec(output=Answer, output_mode="native"))
+    d.start()
+    [ask] = d.reply("[" * 3000 + "]" * 3000)
+    assert type(ask) is CallModel
+    assert "the answer is not JSON" in d.state.messages[-1].content
+    assert Loop.load(d.loop.spec, d.loop.dump()).state == d.state
+
+
+@pytest.mark.parametrize(
+    "part", [Text("hi", provider_data=deep(dict)), Opaque("anthropic", deep(dict))]
+)
+def test_a_reply_nested_thousands_deep_elsewhere_is_refused(part: Any) -> None:
+    d = Driver(SPEC)
+    d.start()
+    before = d.loop.dump()
+    with pytest.raises(InvalidObservation, match="nested deeper"):
+        d.loop.send(ModelReplied(d.pending_model(), reply(part), now=1.0))
+    assert d.loop.dump() == before
+
+
+def test_a_start_with_a_tool_schema_nested_thousands_deep_is_refused() -> None:
+    loop = Loop(LoopSpec())
+    with pytest.raises(InvalidObservation, match="nested deeper"):
+        loop.start("hi", 0.0, tools=(ToolSpec("x", parameters={"a": deep(dict)}),))
+    loop.start("hi", 0.0)

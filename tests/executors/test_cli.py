@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +260,49 @@ def test_a_journal_that_cannot_be_read_is_one_line_and_exit_2(
         assert cli.main([command, str(path), "--spec", str(spec)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and re.search(message, err), err
+
+
+BOMB = b'{"a":' * 3000
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"schema": 2, "state": ' + BOMB,
+        b'{"schema": 2, "state": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+        b'{"format": "turnstile-trace/1", "provider": "anthropic", "loop": ' + BOMB,
+        b'{"provider": "anthropic", "loop": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+        b"[" * 3000 + b"]" * 3000,
+        b"[" + b"1," * 5_000_000 + b"1]",
+    ],
+)
+@pytest.mark.parametrize("command", ["show", "validate"])
+def test_a_file_nested_thousands_deep_or_ten_megabytes_of_no_run_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, content: bytes
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    assert cli.main([command, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_journal_or_spec_nested_thousands_deep_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, spec = _demo_journal(tmp_path)
+    spec.write_bytes(b'{"tools": [{"name": "f", "parameters": ' + BOMB)
+    assert cli.main(["show", str(path), "--spec", str(spec)]) == 2
+    assert f"{spec}: not a LoopSpec" in capsys.readouterr().err
+    payload = b'{"type":"tick","now":9.0,"extra":' + BOMB
+    length = struct.pack("<I", len(payload))
+    frame = length + struct.pack("<II", zlib.crc32(length), zlib.crc32(payload))
+    with path.open("ab") as f:
+        f.write(frame + payload + frame + payload)
+    for command in ("show", "validate"):
+        assert cli.main([command, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not an event" in err
 
 
 def test_a_spec_that_is_no_loop_spec_is_a_usage_error(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from turnstile.core import (
     Event,
     Loop,
@@ -278,6 +279,38 @@ def test_a_file_that_is_no_journal_of_ours_is_corrupt_and_left_alone(
         assert isinstance(error.value, TurnstileError)
         assert error.value.offset == offset and message in str(error.value)
     assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"type":"tick","now":1.0,"extra":' + b"[" * 3000 + b"]" * 3000 + b"}",
+        b'{"type":"started","now":0.0,"messages":[],"tools":[{"name":"f","parameters":'
+        + b'{"a":' * 3000,
+        b"[" * 3000,
+    ],
+)
+def test_a_record_nested_thousands_deep_is_corrupt_naming_its_offset(
+    tmp_path: Path, payload: bytes
+) -> None:
+    path = tmp_path / "run.journal"
+    ends = written(path, [Tick(now=0.5)])
+    with path.open("ab") as f:
+        f.write(record(payload))
+    for open_ in (Journal.read, Journal, lambda p: Journal.replay(p, SPEC)):
+        with pytest.raises(CorruptJournal) as error:
+            open_(path)
+        assert error.value.offset == ends[-1]
+
+
+def test_a_record_of_ten_megabytes_is_read_back(tmp_path: Path) -> None:
+    _, events = short_run()
+    big = "x" * 10_000_000
+    events = [replace(e, content=big) if type(e) is ToolReturned else e for e in events]
+    path = tmp_path / "run.journal"
+    written(path, events)
+    assert Journal.read(path) == events
+    assert Journal.replay(path, SPEC).state.events == events
 
 
 def test_an_event_the_loop_refuses_on_replay_names_its_record(tmp_path: Path) -> None:

@@ -391,6 +391,17 @@ def test_a_trace_without_a_usable_loop_section_is_a_trace_error(
         replay(trace)
 
 
+@pytest.mark.parametrize("where", ["loop", "body"])
+def test_a_trace_file_nested_thousands_deep_is_a_trace_error(tmp_path: Path, where: str) -> None:
+    text = (FIXTURES / "anthropic/weather.json").read_text()
+    bomb = "[" * 3000 + "]" * 3000
+    key = '"loop": ' if where == "loop" else '"body": '
+    path = tmp_path / "deep.json"
+    path.write_text(text.replace(key + "{", key + '{"deep": ' + bomb + ", ", 1))
+    with pytest.raises(TraceError, match="nested deeper"):
+        replay(path)
+
+
 def test_replay_takes_a_path_or_a_trace_and_leaves_the_trace_untouched() -> None:
     trace = load_trace(FIXTURES / "openai-chat/weather.stream.json")
     before = copy.deepcopy(msgspec.to_builtins(trace))

@@ -263,13 +263,47 @@ def test_json_nested_2000_deep_in_a_body_or_an_event_is_a_decode_error(
         reader.feed(b"data: " + b"[" * DEEP + b"]" * DEEP + b"\n\n" + sse)
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[" * 10_000_000,
+        b'{"a":' * 2_000_000,
+        b"[" + b"1," * 5_000_000 + b"]",
+        b"\xff" * 10_000_000,
+    ],
+)
+def test_ten_megabytes_that_are_no_reply_are_a_decode_error(content: bytes) -> None:
+    wire = anthropic.Client.wire  # the formats share the reading of bytes
+    with pytest.raises(DecodeError):
+        read_body(wire, content)
+    reader = StreamReader(wire)
+    with pytest.raises(DecodeError):
+        reader.feed(b"data: " + content + b"\n\n")
+        reader.result()
+
+
 @pytest.mark.parametrize("name", FORMATS)
-def test_a_tool_input_nested_2000_deep_is_a_decode_error(name: str) -> None:
+def test_a_reply_ten_megabytes_long_decodes(name: str) -> None:
     module = FORMATS[name]
-    if name == "anthropic":
-        body = anthropic_body(arguments={"a": deep(dict)})
-        with pytest.raises(DecodeError):
-            module.decode(body)
+    text = "晴" * 3_500_000
+    assert read_body(module.Client.wire, json.dumps(BODIES[name](text)).encode()).content == [
+        Text(text)
+    ]
+    reader = StreamReader(module.Client.wire)
+    for event in STREAMS[name](text):
+        reader.feed(b"data: " + json.dumps(event).encode() + b"\n\n")
+    assert reader.result().content == [Text(text)]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_tool_arguments_nested_2000_deep_are_kept_as_text_so_the_call_is_not_run(
+    name: str,
+) -> None:
+    module = FORMATS[name]
+    if name == "anthropic":  # its body holds an object: what is kept is its first brackets
+        call = keepable(module.decode(anthropic_body(arguments={"a": deep(dict)}))).content[-1]
+        assert type(call) is ToolCall and call.arguments == {}
+        assert call.raw_arguments is not None and call.raw_arguments.startswith('{"a": {"a": ')
     text = '{"a": ' + "[" * DEEP + "]" * DEEP + "}"
     replies = [feed_all(module, STREAMS[name]("x", text))]
     if name != "anthropic":  # its body holds an object, not text, which Python cannot read

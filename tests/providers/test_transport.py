@@ -801,6 +801,37 @@ def test_load_rejects_what_is_not_a_trace(tmp_path: Path, content: str, reason: 
         Trace.load(path)
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[" * 3000,
+        b'{"a":' * 3000,
+        b'{"provider": "anthropic", "hand_written": true, "loop": ' + b'{"a":' * 3000,
+        b'{"provider": "anthropic", "hand_written": true, "loop": '
+        + b"[" * 3000
+        + b"]" * 3000
+        + b"}",
+        b'{"provider": "anthropic", "description": "' + b"x" * 10_000_000 + b'"}',
+    ],
+)
+def test_a_trace_file_nested_thousands_deep_or_huge_and_wrong_is_a_trace_error(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=r"bad\.json"):
+        Trace.load(path)
+
+
+def test_recording_a_response_nested_thousands_deep_keeps_it_as_text() -> None:
+    deep = "[" * 3000 + "]" * 3000
+    api = FakeAPI([httpx2.Response(200, headers={"content-type": "application/json"}, text=deep)])
+    trace = Trace(provider="anthropic", hand_written=False)
+    transport = RecordingTransport(httpx2.MockTransport(api), trace)
+    transport.handle_request(httpx2.Request("POST", "https://api.anthropic.com/v1/messages"))
+    assert trace.exchanges[0].response.body == deep
+
+
 # Recording -----------------------------------------------------------------------------------
 
 SECRET_KEY = "sk-secret-0123456789"
