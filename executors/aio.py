@@ -391,8 +391,6 @@ class _Driver:
         queued = len(launch)
         work: Work
         for command in commands:
-            if on_step is not None:
-                on_step(command)
             match command:
                 case Finish():
                     self.finish = command
@@ -410,6 +408,9 @@ class _Driver:
             launch.append((key, work))
         if len(launch) > queued:
             record.commit()
+        if on_step is not None:  # once every call handed out is recorded as started
+            for command in commands:
+                on_step(command)
         self.abandon_stale()
         deadline = self.loop.next_deadline()
         if deadline != self.armed_for and self.rearm is not None:

@@ -110,8 +110,9 @@ def run(
     each event once the loop has recorded it (and the journal has it): a dump taken there is
     the state as it is. `on_update` sees what a UI shows, as it happens (`Update`: a streamed
     reply's deltas, tools started and finished, approvals needed, retries, the finish).
-    `on_step` sees every command, and every observation of what the world did. `state` is the
-    deprecated name of `loop`.
+    `on_step` sees every command, and every observation of what the world did; a `RunTool`
+    only once its start is recorded, so a dump taken in either hook never runs a call twice
+    that is not replay-safe. `state` is the deprecated name of `loop`.
 
     Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
@@ -128,6 +129,9 @@ def run(
         waiting: list[AwaitApproval] = []
         while pending:
             command = pending.popleft()
+            if type(command) is RunTool:  # started before anyone sees it: a dump never lags
+                record.send(ToolStarted(command.id, now=now()))
+                record.commit()
             if on_step is not None:
                 on_step(command)
             match command:
@@ -142,8 +146,6 @@ def run(
                     record.calling(command)
                     obs = call_model(model, command, now, sleep, on_delta)
                 case RunTool(id=call_id):
-                    record.send(ToolStarted(call_id, now=now()))
-                    record.commit()
                     outcome = run_call(command)
                     obs = ToolReturned(call_id, outcome.content, outcome.is_error, now=now())
                 case AwaitApproval():
