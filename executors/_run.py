@@ -245,7 +245,7 @@ class Recorder:
         self._on_event = on_event
         self._tools = tools  # the runner's, for a spec without: the run's Started records them
         self._written = len(loop.state.events)
-        self._narrator = None if on_update is None else Narrator(on_update)
+        self._narrator = None if on_update is None else Narrator(on_update, loop)
         self.delta = on_update
         """What a model call's deltas go to (the caller's `on_update`), if anything."""
 
