@@ -384,9 +384,9 @@ class _Driver:
         if obs is None:
             commands = record.first(now())
         else:
-            if on_step is not None:
-                on_step(obs)
             commands = record.send(obs)
+            if on_step is not None:  # once recorded: a dump taken there holds it
+                on_step(obs)
         launch = self.launch
         queued = len(launch)
         work: Work

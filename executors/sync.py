@@ -110,9 +110,9 @@ def run(
     each event once the loop has recorded it (and the journal has it): a dump taken there is
     the state as it is. `on_update` sees what a UI shows, as it happens (`Update`: a streamed
     reply's deltas, tools started and finished, approvals needed, retries, the finish).
-    `on_step` sees every command, and every observation of what the world did; a `RunTool`
-    only once its start is recorded, so a dump taken in either hook never runs a call twice
-    that is not replay-safe. `state` is the deprecated name of `loop`.
+    `on_step` sees every command, and every observation of what the world did, each once the
+    loop has recorded it (a `RunTool` once its start is): a dump taken there, as in `on_event`,
+    never runs a call twice that is not replay-safe. `state` is the deprecated name of `loop`.
 
     Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
@@ -155,7 +155,8 @@ def run(
                     obs = answer(command, approve(command), now())
                 case _:
                     raise TypeError(f"unknown command {command!r}")
-            if on_step is not None:
+            commands = record.send(obs)
+            if on_step is not None:  # once recorded: a dump taken there holds it
                 on_step(obs)
-            pending.extend(record.send(obs))
+            pending.extend(commands)
         return Run(record.loop, None, waiting)

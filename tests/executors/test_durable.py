@@ -413,6 +413,27 @@ def test_a_dump_taken_in_on_step_resumes_without_running_a_call_twice(executor: 
         assert all(world.runs(c) <= 1 for c in "abc"), (crash_at, world.effects)
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_dump_taken_when_on_step_sees_a_result_holds_it(executor: str) -> None:
+    loop = Loop(LoopSpec())
+    held: list[bool] = []
+
+    def keep(step: object) -> None:
+        if type(step) is ToolReturned:
+            held.append(step in Loop.load(loop.spec, loop.dump()).state.events)
+
+    drive(
+        executor,
+        LoopSpec(),
+        "go",
+        model=agent([pay("a"), read("r")]),
+        tools=World().tools,
+        loop=loop,
+        on_step=keep,
+    )
+    assert held == [True, True]
+
+
 # -- a tool knows its call id -----------------------------------------------------------------
 
 
