@@ -355,3 +355,29 @@ def test_every_call_the_model_made_is_shown_even_those_the_loop_answers_itself(
     run = sync.run(LoopSpec(), "go", model=refused, tools=[add], on_update=updates.append)
     assert run.stop_reason is StopReason.refusal
     each_call_started_and_finished_once(run, updates)
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio"])
+def test_a_sandboxed_run_shows_the_calls_the_loop_answers_itself(executor: str) -> None:
+    turns = [
+        reply(ToolCall("a", "nope", {}), ToolCall("b", "get_weather", {"city": "北京"})),
+        ANSWER,
+    ]
+    updates: list[Update] = []
+    with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as box:
+        if executor == "sync":
+            run = sync.run(
+                LoopSpec(), "go", model=ScriptedModel(turns), tools=box, on_update=updates.append
+            )
+        else:
+            run = run_async(
+                lambda: aio.run(
+                    LoopSpec(),
+                    "go",
+                    model=ScriptedModel(turns),
+                    tools=box,
+                    on_update=updates.append,
+                )
+            )
+    assert run.stop_reason is StopReason.completed
+    each_call_started_and_finished_once(run, updates)
