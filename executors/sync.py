@@ -129,6 +129,9 @@ def run(
         waiting: list[AwaitApproval] = []
         while pending:
             command = pending.popleft()
+            if type(command) is RunTool or type(command) is AwaitApproval:
+                if command.id not in record.loop.outstanding_ids():
+                    continue  # the loop closed its call since (the deadline passed, say)
             if type(command) is RunTool:  # started before anyone sees it: a dump never lags
                 record.send(ToolStarted(command.id, now=now()))
                 record.commit()

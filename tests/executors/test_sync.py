@@ -321,3 +321,24 @@ def test_tools_that_keep_failing_and_answers_that_stay_invalid_are_failures_too(
     assert run.error is not None and run.error.kind == "invalid_output"
     with pytest.raises(RunFailed):
         run.raise_for_error()
+
+
+def test_a_call_the_deadline_closed_before_it_started_is_not_run() -> None:
+    clock = [0.0]
+    ran: list[int] = []
+
+    @tool
+    def slow(n: int) -> str:
+        """Takes 100 s."""
+        ran.append(n)
+        clock[0] += 100
+        return "done"
+
+    model = ScriptedModel(
+        [calls(ToolCall("a", "slow", {"n": 1}), ToolCall("b", "slow", {"n": 2})), text("late")]
+    )
+    spec = LoopSpec(guards=Guards(deadline_s=50))
+    run = sync.run(spec, "go", model=model, tools=[slow], clock=lambda: clock[0])
+    assert run.stop_reason is StopReason.deadline and ran == [1]
+    assert run.messages[2].results[1].is_error
+    validate_history(run.messages)
