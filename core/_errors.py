@@ -70,7 +70,8 @@ class ModelError(TurnstileError):
 
     `kind` names the failure as the provider did (`rate_limit_error`, `authentication_error`...),
     so a caller can tell a 401 from a 429 without reading the message; `retry_after` is the wait
-    in seconds the provider asked for before a retry (`retry-after`), if it said one.
+    in seconds the provider asked for before a retry (`retry-after`), if it said one; `status`
+    the HTTP status of the failure, if it had one; `model` the model that failed, if known.
     """
 
     def __init__(
@@ -80,9 +81,13 @@ class ModelError(TurnstileError):
         retryable: bool = False,
         kind: str = "",
         retry_after: float | None = None,
+        status: int | None = None,
+        model: str | None = None,
     ) -> None:
         self.message = message
         self.retryable = retryable
         self.kind = kind
         self.retry_after = retry_after
+        self.status = status
+        self.model = model
         super().__init__(message)

@@ -50,9 +50,9 @@ class ModelReplied(Observation, frozen=True, omit_defaults=True, tag="model_repl
 
 
 class ModelFailed(Observation, frozen=True, omit_defaults=True, tag="model_failed"):
-    """The model call `command_id` failed. `kind` and `retry_after` are `ModelError`'s: what the
-    provider called the failure, and how long it asked to wait before asking again. `model`, as
-    for `ModelReplied`: the model that failed."""
+    """The model call `command_id` failed. `kind`, `retry_after` and `status` are `ModelError`'s:
+    what the provider called the failure, how long it asked to wait before asking again, and
+    the HTTP status. `model`, as for `ModelReplied`: the model that failed."""
 
     command_id: str
     message: str
@@ -60,6 +60,7 @@ class ModelFailed(Observation, frozen=True, omit_defaults=True, tag="model_faile
     kind: str = ""
     retry_after: float | None = None
     model: str | None = None
+    status: int | None = None
 
 
 class ToolReturned(Observation, frozen=True, tag="tool_returned"):

@@ -25,7 +25,9 @@ from ._journal import TornJournal as TornJournal
 from ._protocols import AsyncModelClient as AsyncModelClient
 from ._protocols import ModelClient as ModelClient
 from ._protocols import ToolRunner as ToolRunner
+from ._run import Failure as Failure
 from ._run import Run as Run
+from ._run import RunFailed as RunFailed
 from ._scripted import ScriptedModel as ScriptedModel
 from ._toolbox import Toolbox as Toolbox
 from ._transcript import transcript as transcript

@@ -28,6 +28,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 from turnstile.core import (
+    AssistantMessage,
     AwaitApproval,
     CallModel,
     CallStatus,
@@ -40,7 +41,9 @@ from turnstile.core import (
     PendingCall,
     ResultPart,
     StopReason,
-    ToolReturned,
+    ToolCall,
+    ToolResult,
+    ToolResults,
     ToolStarted,
     Usage,
     text_of,
@@ -89,6 +92,10 @@ class ModelRetry(_Update, frozen=True, tag="model_retry"):
 
 
 class ToolCallStarted(_Update, frozen=True, tag="tool_call_started"):
+    """Every call the model made: as it starts running, or, for a call the loop answers itself
+    (an unknown tool, arguments that are not JSON, a repeated id, a run that stops), just before
+    its `ToolCallFinished`."""
+
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -136,36 +143,56 @@ Update: TypeAlias = (
 class Narrator:
     """Turns what a loop records and decides into `Update`s for `show`. Pure bookkeeping: the
     calls it announced and has not yet seen finish, so results the loop writes itself (a
-    denial, a deadline) are told too."""
+    denial, a deadline, a call it never runs) are told too, and where in the ledger it has read
+    to, so every call the model made is told once, started and finished."""
 
-    __slots__ = ("_open", "show")
+    __slots__ = ("_finished", "_open", "_read", "show")
 
-    def __init__(self, show: Callable[[Any], object]) -> None:
+    def __init__(self, show: Callable[[Any], object], loop: _Loop) -> None:
         self.show = show
-        self._open: dict[str, PendingCall] = {}
+        self._open: dict[str, ToolCall] = {}
+        self._finished: set[str] = set()  # calls of the round in flight already told finished
+        self._read = len(loop.state.messages)  # a resumed run's earlier calls were told before
 
     def recorded(self, loop: _Loop, events: Sequence[Event]) -> None:
-        """The events one step recorded, then the results it wrote for announced calls."""
+        """The events one step recorded, then the results it wrote, in the round in flight or
+        in the ledger (a round it wrote in this step)."""
         show = self.show
         for event in events:
             match event:
                 case ToolStarted(call_id=call_id):
                     p = self._find(loop, call_id)
                     if p is not None:
-                        self._open[call_id] = p
+                        self._open[call_id] = p.call
                         show(ToolCallStarted(call_id, p.call.name, p.call.arguments))
-                case ToolReturned(call_id=call_id, content=content, is_error=is_error):
-                    p = self._open.pop(call_id, None)
-                    if p is not None:
-                        show(ToolCallFinished(call_id, p.call.name, content, is_error))
                 case ModelReplied(command_id=key, response=r):
                     show(ModelCallFinished(key, text_of(r.content), r.stop, r.usage))
                 case ModelFailed(command_id=key):
                     show(ModelCallFailed(key, event.message, event.kind, event.retryable))
-        for call_id, p in list(self._open.items()):
+        for p in loop.state.round:
             if p.status is CallStatus.done and p.result is not None:
-                del self._open[call_id]
-                show(ToolCallFinished(call_id, p.call.name, p.result.content, p.result.is_error))
+                self._finish(p.call, p.result)
+        messages = loop.state.messages
+        for i in range(self._read, len(messages)):
+            message = messages[i]
+            if type(message) is ToolResults:
+                asked = messages[i - 1]  # results always follow the reply that made the calls
+                assert type(asked) is AssistantMessage
+                calls = {c.id: c for c in asked.content if type(c) is ToolCall}
+                for result in message.results:
+                    self._finish(calls[result.call_id], result)
+                self._finished.clear()
+        self._read = len(messages)
+
+    def _finish(self, call: ToolCall, result: ToolResult) -> None:
+        """Tell `call` finished, once; a call never announced (the loop answered it without
+        running it) is told started first."""
+        if call.id in self._finished:
+            return
+        self._finished.add(call.id)
+        if self._open.pop(call.id, None) is None:
+            self.show(ToolCallStarted(call.id, call.name, call.arguments))
+        self.show(ToolCallFinished(call.id, call.name, result.content, result.is_error))
 
     def commands(self, loop: _Loop, commands: Sequence[Command]) -> None:
         show = self.show
@@ -176,7 +203,7 @@ class Narrator:
                 case AwaitApproval(id=call_id, name=name, arguments=arguments):
                     p = self._find(loop, call_id)
                     if p is not None:
-                        self._open[call_id] = p
+                        self._open[call_id] = p.call
                     show(ApprovalNeeded(call_id, name, arguments))
                 case Finish(reason=reason, output=output):
                     show(RunFinished(reason, output))

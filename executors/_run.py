@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 __all__ = [
+    "Failure",
     "JournalArg",
     "Recorder",
     "Run",
+    "RunFailed",
     "answer",
     "check_model",
     "check_prompt",
@@ -46,7 +48,9 @@ from turnstile.core import (
     Started,
     StopReason,
     ToolCall,
+    ToolResults,
     ToolSpec,
+    TurnstileError,
     Usage,
     UserMessage,
 )
@@ -60,6 +64,57 @@ if TYPE_CHECKING:
     from ._journal import Journal
 
 JournalArg: TypeAlias = "Journal | str | os.PathLike[str] | None"
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """Why a run failed (`Run.error`), read from what the loop recorded, so a loaded or
+    replayed run tells the same. `reason` is how it stopped; `kind` what the provider called a
+    model failure (`authentication_error`), else the reason; `status` its HTTP status;
+    `retryable` whether asking again later may succeed; `model` the model that failed."""
+
+    reason: StopReason
+    kind: str
+    message: str
+    status: int | None = None
+    retryable: bool = False
+    model: str | None = None
+
+
+class RunFailed(TurnstileError):
+    """`Run.raise_for_error()`: the run ended in a failure, which `error` describes."""
+
+    def __init__(self, error: Failure) -> None:
+        self.error = error
+        model = "" if error.model is None else f", model {error.model}"
+        super().__init__(f"the run failed ({error.reason.value}{model}): {error.message}")
+
+
+def _failure(state: LoopState) -> Failure | None:
+    """The failure the run ended in: a model call that failed for good, tools that failed
+    round after round, or answers that never matched the spec's output; None for any other
+    end (a limit the spec set, a cancel, the model's own stop)."""
+    reason = state.stop_reason
+    if reason is StopReason.model_error:
+        for event in reversed(state.events):
+            if type(event) is ModelFailed:
+                return Failure(
+                    reason=reason,
+                    kind=event.kind or reason.value,
+                    message=event.message,
+                    status=event.status,
+                    retryable=event.retryable,
+                    model=event.model,
+                )
+    if reason is StopReason.tool_errors:
+        last = next(m for m in reversed(state.messages) if type(m) is ToolResults)
+        errors = [str(r.content) for r in last.results if r.is_error]
+        message = f"tool calls failed {state.failed_rounds} rounds in a row; the last: "
+        return Failure(reason=reason, kind=reason.value, message=message + "; ".join(errors))
+    if reason is StopReason.invalid_output:
+        tries = state.output_retries
+        message = f"the model gave no answer the spec's output accepts in {tries} tries"
+        return Failure(reason=reason, kind=reason.value, message=message)
+    return None
 
 
 class Run:
@@ -94,6 +149,19 @@ class Run:
     @property
     def messages(self) -> list[Message]:
         return self.loop.state.messages
+
+    @property
+    def error(self) -> Failure | None:
+        """Why the run failed, if it did: a model call that failed for good (`model_error`),
+        tools failing round after round (`tool_errors`), no valid answer (`invalid_output`)."""
+        return _failure(self.loop.state)
+
+    def raise_for_error(self) -> Run:
+        """Raise `RunFailed` if the run ended in a failure (`error`); else return the run."""
+        error = _failure(self.loop.state)
+        if error is not None:
+            raise RunFailed(error)
+        return self
 
     @property
     def turns(self) -> int:
@@ -245,7 +313,7 @@ class Recorder:
         self._on_event = on_event
         self._tools = tools  # the runner's, for a spec without: the run's Started records them
         self._written = len(loop.state.events)
-        self._narrator = None if on_update is None else Narrator(on_update)
+        self._narrator = None if on_update is None else Narrator(on_update, loop)
         self.delta = on_update
         """What a model call's deltas go to (the caller's `on_update`), if anything."""
 
@@ -378,6 +446,8 @@ def model_failed(command_id: str, exc: BaseException, now: float) -> ModelFailed
             exc.retryable,
             kind=exc.kind,
             retry_after=exc.retry_after,
+            model=exc.model,
+            status=exc.status,
             now=now,
         )
     return ModelFailed(command_id, f"{type(exc).__name__}: {exc}", False, now=now)

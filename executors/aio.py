@@ -407,15 +407,13 @@ class _Driver:
         if obs is None:
             commands = record.first(now())
         else:
-            if on_step is not None:
-                on_step(obs)
             commands = record.send(obs)
+            if on_step is not None:  # once recorded: a dump taken there holds it
+                on_step(obs)
         launch = self.launch
         queued = len(launch)
         work: Work
         for command in commands:
-            if on_step is not None:
-                on_step(command)
             match command:
                 case Finish():
                     self.finish = command
@@ -433,6 +431,9 @@ class _Driver:
             launch.append((key, work))
         if len(launch) > queued:
             record.commit()
+        if on_step is not None:  # once every call handed out is recorded as started
+            for command in commands:
+                on_step(command)
         self.abandon_stale()
         deadline = self.loop.next_deadline()
         if deadline != self.armed_for and self.rearm is not None:

@@ -29,14 +29,13 @@ from turnstile.core import (
     ModelFailed,
     ModelReplied,
     Observation,
-    StopReason,
     TurnstileError,
     dot,
     history_problems,
     mermaid,
 )
 from turnstile.core._decoding import decoded
-from turnstile.executors import CorruptJournal, Journal, TornJournal, sync, transcript
+from turnstile.executors import CorruptJournal, Journal, RunFailed, TornJournal, sync, transcript
 from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
 from turnstile.providers import Delta, TextDelta
 
@@ -236,14 +235,20 @@ def _end_reply(step: Command | Observation) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run the loop once against the API; print the transcript. Exit 1 if the model failed."""
+    """Run the loop once against the API; print the transcript. Exit 1, saying why on stderr, if
+    the run failed (`Run.error`)."""
     wire, sdk = _client(args.provider)
     delta, step = (_print_delta, _end_reply) if args.stream else (None, None)
     client = wire.Client(sdk, model=args.model, stream=args.stream, on_delta=delta)
     spec = LoopSpec(system=args.system, max_tokens=args.max_tokens)
     run = sync.run(spec, args.prompt, model=client, on_step=step)
     print(transcript(run.state))
-    return 1 if run.stop_reason is StopReason.model_error else 0
+    try:
+        run.raise_for_error()
+    except RunFailed as failed:
+        print(f"turnstile: {failed}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -119,8 +119,9 @@ def run(
     each event once the loop has recorded it (and the journal has it): a dump taken there is
     the state as it is. `on_update` sees what a UI shows, as it happens (`Update`: a streamed
     reply's deltas, tools started and finished, approvals needed, retries, the finish).
-    `on_step` sees every command, and every observation of what the world did. `state` is the
-    deprecated name of `loop`.
+    `on_step` sees every command, and every observation of what the world did, each once the
+    loop has recorded it (a `RunTool` once its start is): a dump taken there, as in `on_event`,
+    never runs a call twice that is not replay-safe. `state` is the deprecated name of `loop`.
 
     Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
@@ -137,6 +138,12 @@ def run(
         waiting: list[AwaitApproval] = []
         while pending:
             command = pending.popleft()
+            if type(command) is RunTool or type(command) is AwaitApproval:
+                if command.id not in record.loop.outstanding_ids():
+                    continue  # the loop closed its call since (the deadline passed, say)
+            if type(command) is RunTool:  # started before anyone sees it: a dump never lags
+                record.send(ToolStarted(command.id, now=now()))
+                record.commit()
             if on_step is not None:
                 on_step(command)
             match command:
@@ -151,8 +158,6 @@ def run(
                     record.calling(command)
                     obs = call_model(model, command, now, sleep, on_delta)
                 case RunTool(id=call_id):
-                    record.send(ToolStarted(call_id, now=now()))
-                    record.commit()
                     outcome = run_call(command)
                     obs = ToolReturned(call_id, outcome.content, outcome.is_error, now=now())
                 case AwaitApproval():
@@ -162,7 +167,8 @@ def run(
                     obs = answer(command, approve(command), now())
                 case _:
                     raise TypeError(f"unknown command {command!r}")
-            if on_step is not None:
+            commands = record.send(obs)
+            if on_step is not None:  # once recorded: a dump taken there holds it
                 on_step(obs)
-            pending.extend(record.send(obs))
+            pending.extend(commands)
         return Run(record.loop, None, waiting)

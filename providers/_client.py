@@ -134,7 +134,7 @@ class WireClient:
             finally:
                 response.close()
         except Exception as exc:
-            _reraise(exc)
+            _reraise(exc, request.model or self.model)
 
     async def acomplete(
         self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
@@ -161,7 +161,7 @@ class WireClient:
             finally:
                 await response.aclose()
         except Exception as exc:
-            _reraise(exc)
+            _reraise(exc, request.model or self.model)
 
     def _deltas(self, extra: Callable[[Delta], object] | None) -> Callable[[Delta], object] | None:
         """Who sees a call's deltas: the client's `on_delta`, the call's, or both."""
@@ -232,18 +232,23 @@ class StreamReader:
                 self._on_delta(delta)
 
 
-def _reraise(exc: Exception) -> NoReturn:
-    """Raise the `ProviderError` that `exc` stands for, or `exc` itself when it is not the SDK's
-    or the wire's (a `ReplayMismatch`, a bug, an exception from `on_delta`)."""
+def _reraise(exc: Exception, model: str | None) -> NoReturn:
+    """Raise the `ProviderError` that `exc` stands for, naming the `model` asked, or `exc` itself
+    when it is not the SDK's or the wire's (a `ReplayMismatch`, a bug, an exception from
+    `on_delta`)."""
     if isinstance(exc, ProviderError):
+        exc.model = exc.model or model
         raise exc
     if isinstance(exc, DecodeError):
-        raise ProviderError(
+        error = ProviderError(
             "malformed_response", f"the reply is not what the API documents: {exc}", retryable=False
-        ) from exc
-    from ._sdk import map_sdk_error  # imports both SDKs: only once something failed
+        )
+    else:
+        from ._sdk import map_sdk_error  # imports both SDKs: only once something failed
 
-    mapped = map_sdk_error(exc)
-    if mapped is None:
-        raise exc
-    raise mapped from exc
+        mapped = map_sdk_error(exc)
+        if mapped is None:
+            raise exc
+        error = mapped
+    error.model = model
+    raise error from exc

@@ -31,18 +31,29 @@ class ProviderError(ModelError):
     `kind` is the provider's own error type (`overloaded_error`, `rate_limit_exceeded`, ...);
     `retryable` says whether asking again may succeed, `retry_after` how many seconds the
     provider asked to wait first (None when it did not say, or said no finite, non-negative
-    number). Executors turn it into `ModelFailed`. `kind` and `message` come from the provider,
+    number), `status` the HTTP status, if the failure came with one. Executors turn it into
+    `ModelFailed`. `kind` and `message` come from the provider,
     so they are healed text (`_text.heal`): a run can always write them down.
     """
 
     def __init__(
-        self, kind: str, message: str, *, retryable: bool, retry_after: float | None = None
+        self,
+        kind: str,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        status: int | None = None,
     ) -> None:
         kind, message = heal(kind), heal(message)
         if retry_after is not None and not 0 <= retry_after < math.inf:
             retry_after = None  # no wait a run could keep: negative, infinite or NaN
         super().__init__(
-            f"{kind}: {message}", retryable=retryable, kind=kind, retry_after=retry_after
+            f"{kind}: {message}",
+            retryable=retryable,
+            kind=kind,
+            retry_after=retry_after,
+            status=status,
         )
 
 

@@ -84,7 +84,7 @@ def _from_error_body(
     if request_id := getattr(exc, "request_id", None):
         notes.append(f"request {request_id}")
     message = f"{said} ({', '.join(notes)})" if notes else said
-    return ProviderError(kind, message, retryable=retryable, retry_after=wait)
+    return ProviderError(kind, message, retryable=retryable, retry_after=wait, status=status)
 
 
 def _retryable(kind: str, status: int | None, headers: httpx2.Headers | None) -> bool:

@@ -130,8 +130,12 @@ def test_run_exits_1_when_the_model_fails(
     )
     serve(monkeypatch, trace)
     assert turnstile("run", "--provider", "openai-responses", "你好") == 1
-    out = capsys.readouterr().out
-    assert "! model-1 failed (final): invalid_api_key: Incorrect API key provided" in out
+    out, err = capsys.readouterr()
+    assert "! model-1 to gpt-5.1 failed (final): invalid_api_key: Incorrect API key" in out
+    assert err == (
+        "turnstile: the run failed (model_error, model gpt-5.1): invalid_api_key: Incorrect API "
+        "key provided: sk-test (HTTP 401)\n"
+    )
     assert out.rstrip().endswith("── model_error after 0 turns · 0 in / 0 out ──")
 
 

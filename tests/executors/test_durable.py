@@ -370,6 +370,70 @@ def test_a_dump_taken_when_a_call_starts_resumes_without_running_it_again() -> N
     assert "Resumed" in kinds(run.state.events)
 
 
+def saved_in_on_step(executor: str, crash_at: int, turns: tuple[list[ToolCall], ...]) -> World:
+    """Run, dumping the state in every `on_step`, killed just before the step after the
+    `crash_at`-th could save its dump; then resume from the last dump in a new executor."""
+    world = World()
+    loop = Loop(LoopSpec())
+    dumps: list[bytes] = []
+
+    def keep(_: object) -> None:
+        if len(dumps) == crash_at:
+            raise Crash(crash_at)
+        dumps.append(loop.dump())
+
+    with pytest.raises((Crash, BaseExceptionGroup)):
+        drive(
+            executor,
+            LoopSpec(),
+            "go",
+            model=agent(*turns),
+            tools=world.tools,
+            loop=loop,
+            on_step=keep,
+        )
+    resumed = Loop.load(loop.spec, dumps[-1])
+    run = drive(executor, LoopSpec(), model=agent(*turns), tools=world.tools, loop=resumed)
+    assert run.stop_reason is StopReason.completed
+    return world
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_dump_taken_in_on_step_resumes_without_running_a_call_twice(executor: str) -> None:
+    """`on_step` hands out commands only at crash-consistent points: whichever step a dump
+    was taken at, a process killed before the next step and resumed from that dump runs no
+    call twice that is not replay-safe."""
+    turns = ([pay("a"), pay("b"), read("r")], [pay("c")])
+    steps: list[object] = []
+    drive(
+        executor, LoopSpec(), "go", model=agent(*turns), tools=World().tools, on_step=steps.append
+    )
+    for crash_at in range(1, len(steps)):
+        world = saved_in_on_step(executor, crash_at, turns)
+        assert all(world.runs(c) <= 1 for c in "abc"), (crash_at, world.effects)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_dump_taken_when_on_step_sees_a_result_holds_it(executor: str) -> None:
+    loop = Loop(LoopSpec())
+    held: list[bool] = []
+
+    def keep(step: object) -> None:
+        if type(step) is ToolReturned:
+            held.append(step in Loop.load(loop.spec, loop.dump()).state.events)
+
+    drive(
+        executor,
+        LoopSpec(),
+        "go",
+        model=agent([pay("a"), read("r")]),
+        tools=World().tools,
+        loop=loop,
+        on_step=keep,
+    )
+    assert held == [True, True]
+
+
 # -- a tool knows its call id -----------------------------------------------------------------
 
 

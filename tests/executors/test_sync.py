@@ -25,7 +25,7 @@ from turnstile.core import (
     tool,
     validate_history,
 )
-from turnstile.executors import ScriptedModel, Toolbox, sync
+from turnstile.executors import Failure, RunFailed, ScriptedModel, Toolbox, sync
 from turnstile.providers import anthropic_messages
 
 from .backoff import retries_wait
@@ -296,3 +296,74 @@ def test_a_run_s_output_is_the_typed_answer() -> None:
     model = ScriptedModel([calls(ToolCall("a", "final_answer", {"city": "上海"}))])
     run = sync.run(LoopSpec(output=Answer), "which city?", model=model)
     assert run.output == Answer("上海") and run.finish.output == Answer("上海")
+
+
+def test_a_failed_run_says_why_in_its_error_and_a_loaded_or_replayed_one_the_same() -> None:
+    denied = ModelError(
+        "authentication_error: invalid x-api-key (HTTP 401)",
+        kind="authentication_error",
+        status=401,
+        model="claude-x",
+    )
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel([denied]))
+    assert run.stop_reason is StopReason.model_error and run.output is None
+    why = Failure(
+        StopReason.model_error,
+        "authentication_error",
+        "authentication_error: invalid x-api-key (HTTP 401)",
+        status=401,
+        retryable=False,
+        model="claude-x",
+    )
+    assert run.error == why
+    with pytest.raises(RunFailed) as raised:
+        run.raise_for_error()
+    assert raised.value.error == why and "invalid x-api-key (HTTP 401)" in str(raised.value)
+    loaded = Loop.load(LoopSpec(), run.loop.dump())
+    assert sync.run(LoopSpec(), model=ScriptedModel([]), loop=loaded).error == why
+    replayed = Loop.replay(LoopSpec(), run.state.events)
+    assert sync.run(LoopSpec(), model=ScriptedModel([]), loop=replayed).error == why
+
+
+def test_a_run_that_did_not_fail_has_no_error_and_raise_for_error_gives_it_back() -> None:
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel([text("hello")]))
+    assert run.error is None and run.raise_for_error() is run
+
+
+def test_tools_that_keep_failing_and_answers_that_stay_invalid_are_failures_too() -> None:
+    broken = [calls(ToolCall(f"c{i}", "mul", {})) for i in range(3)] + [text("gave up")]
+    run = sync.run(LoopSpec(), "hi", model=ScriptedModel(broken), tools=[add])
+    assert run.stop_reason is StopReason.tool_errors
+    assert run.error is not None and run.error.kind == "tool_errors"
+    assert "unknown tool 'mul'" in run.error.message
+
+    class Answer(msgspec.Struct):
+        city: str
+
+    vague = ScriptedModel([text("somewhere")] * 3)
+    run = sync.run(LoopSpec(output=Answer), "which city?", model=vague)
+    assert run.stop_reason is StopReason.invalid_output
+    assert run.error is not None and run.error.kind == "invalid_output"
+    with pytest.raises(RunFailed):
+        run.raise_for_error()
+
+
+def test_a_call_the_deadline_closed_before_it_started_is_not_run() -> None:
+    clock = [0.0]
+    ran: list[int] = []
+
+    @tool
+    def slow(n: int) -> str:
+        """Takes 100 s."""
+        ran.append(n)
+        clock[0] += 100
+        return "done"
+
+    model = ScriptedModel(
+        [calls(ToolCall("a", "slow", {"n": 1}), ToolCall("b", "slow", {"n": 2})), text("late")]
+    )
+    spec = LoopSpec(guards=Guards(deadline_s=50))
+    run = sync.run(spec, "go", model=model, tools=[slow], clock=lambda: clock[0])
+    assert run.stop_reason is StopReason.deadline and ran == [1]
+    assert run.messages[2].results[1].is_error
+    validate_history(run.messages)

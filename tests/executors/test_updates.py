@@ -293,3 +293,91 @@ def test_a_model_written_without_deltas_still_runs_with_on_update() -> None:
     )
     assert run.stop_reason is StopReason.completed
     assert [type(u) for u in updates] == [ModelCallStarted, ModelCallFinished, RunFinished]
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Adds."""
+    return a + b
+
+
+def each_call_started_and_finished_once(run: Any, updates: list[Update]) -> None:
+    """Every call in the conversation is shown started and finished, once, as its result is."""
+    results = {r.call_id: r for m in run.messages if hasattr(m, "results") for r in m.results}
+    started = [u.call_id for u in updates if type(u) is ToolCallStarted]
+    finished = {u.call_id: u for u in updates if type(u) is ToolCallFinished}
+    made = [
+        c.id
+        for m in run.messages
+        if hasattr(m, "content")
+        for c in m.content
+        if type(c) is ToolCall
+    ]
+    assert sorted(started) == sorted(made) == sorted(finished) == sorted(results)
+    for call_id, done in finished.items():
+        assert (done.content, done.is_error) == (
+            results[call_id].content,
+            results[call_id].is_error,
+        )
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
+def test_every_call_the_model_made_is_shown_even_those_the_loop_answers_itself(
+    executor: str,
+) -> None:
+    turns = [
+        reply(
+            ToolCall("a", "nope", {}),  # an unknown tool
+            ToolCall("b", "add", {}, raw_arguments="{a: 1"),  # arguments that are not JSON
+            ToolCall("c", "add", {"a": 1, "b": 2}),
+            ToolCall("c", "add", {"a": 3, "b": 4}),  # an id the reply already gave
+        ),
+        reply(ToolCall("d", "add", {"a": 1, "b": 2}), ToolCall("d2", "add", {"a": 1, "b": 2})),
+        ModelResponse([ToolCall("e", "add", {"a": 1, "b": 1})], ModelStop.refusal, Usage(1, 1)),
+    ]
+    updates: list[Update] = []
+    spec = LoopSpec(guards=Guards(max_repeated_calls=2))  # d repeats c: the run stops
+    if executor == "sync":
+        run = sync.run(
+            spec, "go", model=ScriptedModel(turns), tools=[add], on_update=updates.append
+        )
+    else:
+        run = run_async(
+            lambda: aio.run(
+                spec, "go", model=ScriptedModel(turns), tools=[add], on_update=updates.append
+            ),
+            backend=executor,  # type: ignore[arg-type]
+        )
+    assert run.stop_reason is StopReason.repeated_call
+    each_call_started_and_finished_once(run, updates)
+    refused = ScriptedModel([turns[2]])
+    updates = []
+    run = sync.run(LoopSpec(), "go", model=refused, tools=[add], on_update=updates.append)
+    assert run.stop_reason is StopReason.refusal
+    each_call_started_and_finished_once(run, updates)
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio"])
+def test_a_sandboxed_run_shows_the_calls_the_loop_answers_itself(executor: str) -> None:
+    turns = [
+        reply(ToolCall("a", "nope", {}), ToolCall("b", "get_weather", {"city": "北京"})),
+        ANSWER,
+    ]
+    updates: list[Update] = []
+    with Sandbox(TOOLS, SandboxLimits(wall_s=20)) as box:
+        if executor == "sync":
+            run = sync.run(
+                LoopSpec(), "go", model=ScriptedModel(turns), tools=box, on_update=updates.append
+            )
+        else:
+            run = run_async(
+                lambda: aio.run(
+                    LoopSpec(),
+                    "go",
+                    model=ScriptedModel(turns),
+                    tools=box,
+                    on_update=updates.append,
+                )
+            )
+    assert run.stop_reason is StopReason.completed
+    each_call_started_and_finished_once(run, updates)

@@ -85,7 +85,7 @@ def test_anthropic_status_errors(
     cls: type[anthropic.APIStatusError], status: int, kind: str, retryable: bool
 ) -> None:
     error = mapped(anthropic_error(cls, status, kind, "出错了: details"))
-    assert error.kind == kind
+    assert error.kind == kind and error.status == status
     assert error.retryable is retryable
     assert error.message == f"{kind}: 出错了: details (HTTP {status}, request req_9)"
 
@@ -164,7 +164,7 @@ def test_openai_status_errors(
     retryable: bool,
 ) -> None:
     result = mapped(openai_error(cls, status, error))
-    assert result.kind == kind
+    assert result.kind == kind and result.status == status
     assert result.retryable is retryable
     assert result.message == f"{kind}: {error['message']} (HTTP {status}, request req_o)"
 
