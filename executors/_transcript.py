@@ -195,8 +195,8 @@ class _Ledger:
             case ToolResults(results=results):
                 for result in results:
                     mark = "✗" if result.is_error else "←"
-                    shown = _compact(result.content)
-                    lines += _block(f"  {mark} {self.name(result.call_id)}: ", shown)
+                    head = f"  {mark} {self.name(result.call_id)}: "
+                    lines += _block(head, _compact(result.content))
             case Instructions(text=text, role=role):
                 lines += _block(f"{role}: ", text)
 
