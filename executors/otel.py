@@ -109,6 +109,18 @@ def _messages(messages: Sequence[Message]) -> str:
     return _json.encode(shown).decode()
 
 
+def _server(client: object) -> dict[str, Any]:
+    """`server.address` and `server.port` of the URL a model client's SDK client sends to."""
+    url = getattr(getattr(client, "sdk", None), "base_url", None)
+    host = getattr(url, "host", None)
+    if not isinstance(host, str) or not host:
+        return {}
+    port = getattr(url, "port", None)
+    if not isinstance(port, int):
+        port = 80 if getattr(url, "scheme", "https") == "http" else 443
+    return {"server.address": host, "server.port": port}
+
+
 class _Spans:
     """One run's spans, made as its events arrive."""
 
@@ -162,6 +174,10 @@ class _Spans:
                 self._usage = self._usage + response.usage
                 attributes: dict[str, Any] = {**_usage(response.usage)}
                 attributes["gen_ai.response.finish_reasons"] = [response.stop.value]
+                if response.id is not None:
+                    attributes["gen_ai.response.id"] = response.id
+                if response.model is not None:
+                    attributes["gen_ai.response.model"] = response.model
                 if t.capture_content:
                     reply = AssistantMessage(response.content)
                     attributes["gen_ai.output.messages"] = _messages([reply])
@@ -246,8 +262,10 @@ class Tracing:
     """Spans of runs for an OpenTelemetry tracer (the global provider's, or `tracer_provider`'s).
 
     `agent` names the run's span; `model` and `provider` (`"openai"`, `"anthropic"`...) become
-    `gen_ai.request.model` and `gen_ai.provider.name`. `capture_content=True` adds the messages,
-    the tools' arguments and results (off by default: they may hold anything).
+    `gen_ai.request.model` and `gen_ai.provider.name`; `client`, the run's model client, gives
+    `server.address` and `server.port` (from its SDK client's `base_url`) and the model when
+    `model` is not given. `capture_content=True` adds the messages, the tools' arguments and
+    results (off by default: they may hold anything).
     """
 
     def __init__(
@@ -258,15 +276,18 @@ class Tracing:
         provider: str | None = None,
         capture_content: bool = False,
         tracer_provider: trace.TracerProvider | None = None,
+        client: object = None,
     ) -> None:
         self.agent = agent
         self.capture_content = capture_content
         self.tracer = trace.get_tracer("turnstile", tracer_provider=tracer_provider)
-        self.model_attributes: dict[str, str] = {}
+        self.model_attributes: dict[str, Any] = {}
         if provider is not None:
             self.model_attributes["gen_ai.provider.name"] = provider
-        if model is not None:
+        model = model or getattr(client, "model", None)
+        if isinstance(model, str):
             self.model_attributes["gen_ai.request.model"] = model
+        self.model_attributes.update(_server(client))
 
     @contextlib.contextmanager
     def run(

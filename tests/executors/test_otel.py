@@ -287,3 +287,24 @@ def test_captured_content_holds_the_system_instructions(exporter: InMemorySpanEx
         )
     keys = {k for s in exporter.get_finished_spans() for k in (s.attributes or {})}
     assert "gen_ai.system_instructions" not in keys  # content only when asked for
+
+
+def test_chat_spans_say_which_reply_which_model_and_which_server(
+    exporter: InMemorySpanExporter,
+) -> None:
+    import anthropic
+    from turnstile.providers import anthropic_messages
+
+    sdk = anthropic.Anthropic(api_key="k", base_url="https://gateway.example:8443")
+    client = anthropic_messages.Client(sdk, model="claude-sonnet-4-5")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with Tracing("weather", client=client, tracer_provider=provider).run() as on_event:
+        replay(WEATHER, on_event=on_event)
+    chats = [s.attributes or {} for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert [(a["gen_ai.response.id"], a["gen_ai.response.model"]) for a in chats] == [
+        ("msg_01Q5Kc2pXh7vRz9dWmYt3LbN", "claude-sonnet-4-5-20250929"),
+        ("msg_01HwX8e4TnJq6sVaUk2rPfGd", "claude-sonnet-4-5-20250929"),
+    ]
+    assert all(a["server.address"] == "gateway.example" and a["server.port"] == 8443 for a in chats)
+    assert all(a["gen_ai.request.model"] == "claude-sonnet-4-5" for a in chats)
