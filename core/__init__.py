@@ -14,6 +14,7 @@ from ._errors import CorruptState as CorruptState
 from ._errors import HistoryProblem as HistoryProblem
 from ._errors import InvalidHistory as InvalidHistory
 from ._errors import InvalidObservation as InvalidObservation
+from ._errors import InvalidSpec as InvalidSpec
 from ._errors import ModelError as ModelError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import TurnstileError as TurnstileError

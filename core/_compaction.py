@@ -24,6 +24,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from ._errors import InvalidSpec
+from ._fields import check_fields
 from ._guards import estimate_tokens, message_tokens, part_tokens
 from ._messages import AssistantMessage, Message, Text, ToolResult, ToolResults, UserMessage
 from ._state import Compacted, Strategy
@@ -51,12 +53,19 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     prompt: str = DEFAULT_SUMMARY_PROMPT
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not 0.0 < self.target <= self.threshold <= 1.0:
-            raise ValueError("Compaction: 0 < target <= threshold <= 1 (fractions of the window)")
+            raise InvalidSpec(
+                "0 < target <= threshold <= 1 (fractions of the window)", field="Compaction.target"
+            )
         if self.keep_turns < 1:
-            raise ValueError("Compaction.keep_turns must be 1 or more: the newest turn is kept")
+            raise InvalidSpec(
+                "must be 1 or more: the newest turn is kept", field="Compaction.keep_turns"
+            )
         if not self.prompt.strip():
-            raise ValueError("Compaction.prompt cannot be empty: the summary request sends it")
+            raise InvalidSpec(
+                "cannot be empty: the summary request sends it", field="Compaction.prompt"
+            )
 
 
 def _first_reply(messages: Sequence[Message]) -> int | None:

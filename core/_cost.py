@@ -8,6 +8,8 @@ import math
 
 import msgspec
 
+from ._errors import InvalidSpec
+from ._fields import check_fields
 from ._messages import Usage
 
 
@@ -22,9 +24,10 @@ class Price(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     cache_write: float | None = None
 
     def __post_init__(self) -> None:
+        check_fields(self)
         prices = (self.input, self.output, self.cache_read or 0.0, self.cache_write or 0.0)
         if not all(0.0 <= p < math.inf for p in prices):
-            raise ValueError("Price: every price is a finite number, 0 or more")
+            raise InvalidSpec("every price is a finite number, 0 or more", field="Price")
 
     def of(self, usage: Usage) -> float:
         """What `usage` costs. Its `input_tokens` counts the whole prompt, cached parts included:

@@ -7,6 +7,7 @@ __all__ = [
     "HistoryProblem",
     "InvalidHistory",
     "InvalidObservation",
+    "InvalidSpec",
     "ModelError",
     "ProtocolError",
     "TurnstileError",
@@ -31,6 +32,15 @@ class InvalidObservation(ProtocolError):
     def __init__(self, message: str, *, path: str = "") -> None:
         self.path = path
         super().__init__(f"{path}: {message}" if path else message)
+
+
+class InvalidSpec(TurnstileError, ValueError):
+    """A spec (`LoopSpec`, `Guards`, `ToolSpec`...) built with a field no run can use; `field`
+    names it (`LoopSpec.tools[0]`) and the message says what to give instead."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
 
 
 class HistoryProblem(NamedTuple):

@@ -25,6 +25,8 @@ from zlib import crc32
 import msgspec
 
 from ._commands import StopReason
+from ._errors import InvalidSpec
+from ._fields import check_fields
 from ._messages import (
     AssistantMessage,
     Audio,
@@ -81,27 +83,35 @@ class Guards(msgspec.Struct, frozen=True, kw_only=True):
     retry_backoff_max_s: float = 30.0
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if self.max_repeated_calls is not None and self.max_repeated_calls < 2:
-            raise ValueError("Guards.max_repeated_calls counts repeats: use 2 or more, or None")
+            raise InvalidSpec(
+                "counts repeats: use 2 or more, or None", field="Guards.max_repeated_calls"
+            )
         for name in ("max_turns", "max_stalled_rounds", "max_failed_rounds"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"Guards.{name} must be 1 or more, or None")
-        if min(self.max_model_retries, self.max_output_retries, self.reserve_tokens) < 0:
-            raise ValueError(
-                "Guards.max_model_retries, max_output_retries and reserve_tokens cannot be negative"
-            )
+                raise InvalidSpec("must be 1 or more, or None", field=f"Guards.{name}")
+        for name in ("max_model_retries", "max_output_retries", "reserve_tokens"):
+            if getattr(self, name) < 0:
+                raise InvalidSpec("cannot be negative", field=f"Guards.{name}")
         if self.context_window is not None and self.context_window <= self.reserve_tokens:
-            raise ValueError(
-                "Guards.context_window must be larger than reserve_tokens "
-                f"({self.reserve_tokens}): every run would stop before its first call"
+            raise InvalidSpec(
+                f"must be larger than reserve_tokens ({self.reserve_tokens}): every run would "
+                "stop before its first call",
+                field="Guards.context_window",
             )
         if self.finalize and not self.finalize_prompt.strip():
-            raise ValueError("Guards.finalize_prompt cannot be blank: it is the final request's")
+            raise InvalidSpec(
+                "cannot be blank: it is the final request's", field="Guards.finalize_prompt"
+            )
         if self.max_cost is not None and not 0 < self.max_cost < math.inf:
-            raise ValueError("Guards.max_cost must be more than 0, or None")
+            raise InvalidSpec("must be more than 0, or None", field="Guards.max_cost")
         if not 0 <= self.retry_backoff_s <= self.retry_backoff_max_s < math.inf:
-            raise ValueError("Guards.retry_backoff_s and retry_backoff_max_s: 0 <= base <= max")
+            raise InvalidSpec(
+                "retry_backoff_s and retry_backoff_max_s: 0 <= base <= max",
+                field="Guards.retry_backoff_s",
+            )
 
 
 STALL_PERIODS = 3

@@ -214,14 +214,15 @@ class Loop:
         afresh.
 
         `tools`, if any, are the run's in place of the spec's (those a tool runner or an MCP
-        server offers): its `Started` event records them, so `replay` and `load` decide the same
-        without whoever supplied them."""
+        server offers). Its `Started` event records the run's tools, given or the spec's, so
+        `replay` and `load` decide the same without whoever supplied them, and a log describes
+        itself."""
         st = self.state
         moves = TABLE[st.phase].get(Started)
         if moves is None:
             raise ProtocolError(f"start() in phase {st.phase}: the run is under way")
-        event = started(prompt, now, self._last_time(), st.messages, tools)
-        self._offer(event.tools or self.spec.tools)
+        event = started(prompt, now, self._last_time(), st.messages, tools or self.spec.tools)
+        self._offer(event.tools)
         if st.phase == "done":
             new_run(st)
         else:
@@ -636,7 +637,8 @@ class Loop:
 
 
 def _run_tools(events: list[Event]) -> tuple[ToolSpec, ...]:
-    """The tools the last run's `Started` event records (none: the spec's)."""
+    """The tools the last run's `Started` event records (none, in a log from before every run
+    recorded them: the spec's)."""
     for event in reversed(events):
         if type(event) is Started:
             return event.tools

@@ -215,12 +215,16 @@ class ModelStop(enum.StrEnum):
 
 
 class ModelResponse(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """One reply of the model. `raw_stop` keeps the provider's own stop value when it matters."""
+    """One reply of the model. `raw_stop` keeps the provider's own stop value when it matters;
+    `id` and `model` are the provider's id of the reply and the model that wrote it, as it says
+    (a dated version of the one asked for, say), when it says."""
 
     content: list[Part]
     stop: ModelStop
     usage: Usage = Usage()
     raw_stop: str | None = None
+    id: str | None = None
+    model: str | None = None
 
 
 def text_of(parts: str | Sequence[Part | UserPart]) -> str:

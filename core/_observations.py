@@ -109,8 +109,9 @@ Cancel = Cancelled
 
 class Started(Observation, frozen=True, omit_defaults=True, tag="started"):
     """The first entry of every event log: the conversation `Loop.start` was given, and the
-    tools it was given for the run (a tool runner's, an MCP server's), so that a replay decides
-    the same without whoever supplied them."""
+    tools the run offers (given for it, a runner's or an MCP server's, or else the spec's), so
+    that a replay decides the same without whoever supplied them. Logs from before every run
+    recorded its tools hold none: the spec's are taken."""
 
     messages: list[Message]
     tools: tuple[ToolSpec, ...] = ()

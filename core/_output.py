@@ -4,15 +4,18 @@ failure the model reads and can correct."""
 
 from __future__ import annotations
 
-__all__ = ["OUTPUT_TOOL", "Output", "answered", "typed"]
+__all__ = ["OUTPUT_TOOL", "Output", "answered", "check_output", "typed"]
 
 import json
+import re
+from functools import lru_cache
 from typing import Any
 
 import msgspec
 
 from ._commands import StopReason
 from ._decoding import VALUE_DEPTH, decoded
+from ._errors import InvalidSpec
 from ._messages import Message, ToolCall, ToolResult, UserMessage
 from ._request import OutputFormat, ToolChoice, UseTool
 from ._state import LoopState
@@ -28,14 +31,39 @@ def _object_schema(kind: Any) -> dict[str, Any]:
     (ref,), defs = msgspec.json.schema_components([kind], ref_template="#/$defs/{name}")
     schema = dict(defs.pop(ref["$ref"].rsplit("/", 1)[1])) if "$ref" in ref else dict(ref)
     if schema.get("type") != "object":
-        raise ValueError(
-            f"LoopSpec.output must be an object type (a Struct, dataclass, TypedDict), not {kind!r}"
+        raise InvalidSpec(
+            f"must be an object type (a Struct, dataclass, TypedDict), not {kind!r}",
+            field="LoopSpec.output",
         )
     schema.pop("title", None)
     schema.setdefault("properties", {})
     if defs:
         schema["$defs"] = defs
     return schema
+
+
+_IMPORT_NAME = re.compile(r"[\w.]+:[\w.]+")
+
+
+def check_output(kind: Any) -> None:
+    """Raise `InvalidSpec` unless `kind` can type a final answer (each type checked once). A
+    type's import name (`module:qualname`) is how JSON carries one: an executor that ships a
+    spec so (Temporal) imports it again, and only then is it checked."""
+    if isinstance(kind, str) and _IMPORT_NAME.fullmatch(kind):
+        return
+    try:
+        _check_output(kind)
+    except TypeError as e:  # unhashable, or a value msgspec cannot describe
+        raise InvalidSpec(
+            f"{kind!r} is no type msgspec can describe ({e}): give an object type (a Struct, "
+            "dataclass, TypedDict)",
+            field="LoopSpec.output",
+        ) from None
+
+
+@lru_cache(maxsize=64)
+def _check_output(kind: Any) -> None:
+    _object_schema(kind)
 
 
 def _closed(schema: Any) -> bool:

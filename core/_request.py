@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ._fields import check_fields
+
 
 class UseTool(msgspec.Struct, frozen=True, tag="use_tool"):
     """The model must call the tool `name`."""
@@ -30,6 +32,9 @@ class ServerTool(msgspec.Struct, frozen=True):
     format: str
     definition: dict[str, Any]
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+
 
 class CachePolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     """Prompt caching, on unless `enabled=False`. Anthropic: breakpoints on the tools, the system
@@ -39,6 +44,9 @@ class CachePolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     enabled: bool = True
     key: str | None = None
     ttl: Literal["5m", "1h"] = "5m"
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 class OutputFormat(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -15,11 +15,14 @@ import msgspec
 
 from ._compaction import Compaction
 from ._cost import Price
+from ._errors import InvalidSpec
+from ._fields import check_fields
 from ._guards import Guards
 from ._messages import AssistantMessage, ToolCall, text_of
+from ._output import OUTPUT_TOOL, check_output
 from ._request import CachePolicy, ServerTool
 from ._state import LoopState
-from ._tools import ToolSpec
+from ._tools import Tool, ToolSpec
 
 
 class TurnCountIs(msgspec.Struct, frozen=True, tag="step_count_is"):
@@ -86,6 +89,9 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     model, what its calls cost (`LoopState.cost`; `Guards.max_cost` needs every model priced).
     `compaction`: what to send once the conversation nears `Guards.context_window` instead of
     stopping (`Compaction`); off by default, since it changes what the model sees.
+
+    `tools` takes `ToolSpec`s or the `Tool`s `@tool` makes (kept as their specs). Every field is
+    checked when the spec is built: one no run can use raises `InvalidSpec` naming it.
     """
 
     system: str | None = None
@@ -102,20 +108,60 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     compaction: Compaction | None = None
 
     def __post_init__(self) -> None:
+        tools = self.tools
+        if isinstance(tools, tuple | list):
+            for i, t in enumerate(tools):
+                if not isinstance(t, ToolSpec | Tool) and callable(t):
+                    raise InvalidSpec(
+                        f"{getattr(t, '__name__', t)!r} is a function: decorate it with @tool",
+                        field=f"LoopSpec.tools[{i}]",
+                    )
+            if any(type(t) is Tool for t in tools):
+                specs = tuple(t.spec if type(t) is Tool else t for t in tools)
+                msgspec.structs.force_setattr(self, "tools", specs)
+        check_fields(self)
+        if self.max_tokens < 1:
+            raise InvalidSpec("must be 1 or more", field="LoopSpec.max_tokens")
+        names = [t.name for t in self.tools]
+        if len(set(names)) < len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise InvalidSpec(
+                f"two tools named {', '.join(twice)}: give each tool its own name",
+                field="LoopSpec.tools",
+            )
+        if self.output is not None:
+            check_output(self.output)
+            if self.output_mode == "tool" and OUTPUT_TOOL in names:
+                raise InvalidSpec(
+                    f"{OUTPUT_TOOL!r} is the name of the tool that gives the answer "
+                    "(LoopSpec.output): give yours another",
+                    field="LoopSpec.tools",
+                )
         if self.compaction is not None and self.guards.context_window is None:
-            raise ValueError("LoopSpec.compaction needs Guards.context_window")
+            raise InvalidSpec("needs Guards.context_window", field="LoopSpec.compaction")
         unpriced = [m for m in self.models if m not in self.prices]
         if self.guards.max_cost is not None and (unpriced or not self.models):
-            raise ValueError(
+            raise InvalidSpec(
                 "Guards.max_cost needs LoopSpec.models, each with its price in LoopSpec.prices"
-                + (f" (no price for {', '.join(unpriced)})" if unpriced else "")
+                + (f" (no price for {', '.join(unpriced)})" if unpriced else ""),
+                field="LoopSpec.prices",
             )
-        if any(type(c) is dict for c in self.stop_when):  # decoded: the field's type is `Any`
+        conditions = self.stop_when
+        if any(type(c) is dict for c in conditions):  # decoded: the field's type is `Any`
             try:
                 conditions = tuple(
                     msgspec.convert(c, BuiltInCondition) if type(c) is dict else c
-                    for c in self.stop_when
+                    for c in conditions
                 )
             except msgspec.ValidationError as e:
-                raise ValueError(f"stop_when: not a built-in condition: {e}") from None
+                raise InvalidSpec(
+                    f"not a built-in condition: {e}", field="LoopSpec.stop_when"
+                ) from None
             msgspec.structs.force_setattr(self, "stop_when", conditions)
+        for i, condition in enumerate(conditions):
+            if not callable(condition):
+                raise InvalidSpec(
+                    f"not a stop condition but a {type(condition).__name__}: give TurnCountIs(n), "
+                    "HasToolCall(name), TextContains(text) or a function of the state",
+                    field=f"LoopSpec.stop_when[{i}]",
+                )

@@ -17,6 +17,7 @@ from typing import Any, Generic, NamedTuple, TypeVar, get_args, get_origin, get_
 
 import msgspec
 
+from ._fields import check_fields
 from ._logs import logger
 from ._messages import Document, Image, Opaque, ResultPart, Text, ToolCall
 
@@ -53,6 +54,9 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     timeout_s: float | None = None
     replay_safe: bool = False
     strict: bool | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 class ToolContext(msgspec.Struct, Generic[D], frozen=True):

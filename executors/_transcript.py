@@ -65,6 +65,18 @@ def _shown(content: str | Sequence[UserPart]) -> str:
     return "\n".join(p.text if type(p) is Text else _media(p) for p in content)
 
 
+def _compact(content: str | Sequence[UserPart]) -> str | Sequence[UserPart]:
+    """A result that is JSON on one line, as a local tool's dict is sent: an MCP server's
+    pretty-printed JSON reads the same as the local tool's (other text as it is)."""
+    if not isinstance(content, str) or "\n" not in content or content.lstrip()[:1] not in "{[":
+        return content
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _media(part: UserPart) -> str:
     if type(part) is Opaque:
         return f"[{part.format} {part.data.get('type', 'block')}]"
@@ -183,7 +195,8 @@ class _Ledger:
             case ToolResults(results=results):
                 for result in results:
                     mark = "✗" if result.is_error else "←"
-                    lines += _block(f"  {mark} {self.name(result.call_id)}: ", result.content)
+                    head = f"  {mark} {self.name(result.call_id)}: "
+                    lines += _block(head, _compact(result.content))
             case Instructions(text=text, role=role):
                 lines += _block(f"{role}: ", text)
 

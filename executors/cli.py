@@ -97,7 +97,12 @@ def _load(path: str, spec: str | None, data: bytes | None = None) -> tuple[Loop,
         try:
             loop = Journal.replay(path, _spec(spec))
         except CorruptJournal as e:
-            hint = " (a run with tools needs its spec: give it with --spec)" if spec is None else ""
+            hint = (
+                " (its spec may be needed, for its stop conditions, its output type or, in a "
+                "journal from before runs recorded their tools, its tools: give it with --spec)"
+                if spec is None
+                else ""
+            )
             raise UsageError(f"{e}{hint}") from None
     for warning in torn:
         print(f"turnstile: warning: {warning.message}", file=sys.stderr)

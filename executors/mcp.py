@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import logging
 import re
+from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ import msgspec
 from turnstile.core import Document, Image, ResultPart, Text, ToolOutcome, ToolSpec
 
 try:
+    import anyio
     import mcp
     import mcp.types
     from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -101,10 +103,10 @@ class MCPTools:
     (streamable HTTP), `mcp.StdioServerParameters` (a subprocess spoken to over stdio), or a
     transport. `with MCPTools(server, ...) as tools:` connects and lists their tools (`specs`;
     two servers offering one name is a `ValueError`); leaving closes the sessions (and ends a
-    stdio server); a server that cannot be reached is a `ConnectionError` (or the `OSError` of
-    a command that cannot start). A call the server fails, or that cannot reach it, comes back
-    as an error result the model reads, never as an exception. `client_options` go to each
-    `mcp.Client` (`read_timeout_seconds`, callbacks...).
+    stdio server), and never raises for a server already gone; a server that cannot be
+    reached is a `ConnectionError` (or the `OSError` of a command that cannot start). A call the
+    server fails, or that cannot reach it, comes back as an error result the model reads, never
+    as an exception. `client_options` go to each `mcp.Client` (`read_timeout_seconds`...).
     """
 
     def __init__(self, *servers: Any, **client_options: Any) -> None:
@@ -131,9 +133,9 @@ class MCPTools:
         with contextlib.ExitStack() as opening:  # one with an error wraps it in the SDK's group
             portal = opening.enter_context(start_blocking_portal())
             for server in self._servers:
-                client = mcp.Client(server, **self._options)
+                session = _Session(portal, mcp.Client(server, **self._options), server)
                 try:
-                    client = opening.enter_context(portal.wrap_async_context_manager(client))
+                    client = opening.enter_context(session)
                 except ExceptionGroup as group:  # the SDK's task groups: say what went wrong
                     raise ConnectionError(f"MCP server {server!r}: {_first(group)}") from group
                 try:
@@ -180,6 +182,45 @@ class MCPTools:
             return ToolOutcome(
                 f"{name} failed: {type(e).__name__}" + (f": {detail}" if detail else ""), True
             )
+
+
+class _Session:
+    """A client's session, held open by a task of the portal's loop. Closing never raises: a
+    server already gone (a stdio process that exited, an HTTP server that died) fails the
+    goodbye, with nothing left to close but what the client closes anyway; that is logged.
+
+    (anyio's `wrap_async_context_manager` exits the client without the cancellation its own
+    task group sent when the transport failed, so the client cannot absorb it: the close
+    raises. Here the client's `async with` sees what ends it.)"""
+
+    def __init__(self, portal: BlockingPortal, client: Client, server: Any) -> None:
+        self._portal, self._client, self._server = portal, client, server
+        self._opened: Future[tuple[Client, anyio.Event]] = Future()
+
+    def __enter__(self) -> Client:
+        self._held = self._portal.start_task_soon(self._hold)
+        client, self._closing = self._opened.result()
+        return client
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._portal.call(self._closing.set)
+        self._held.result()
+
+    async def _hold(self) -> None:
+        closing, opened = anyio.Event(), False
+        try:
+            async with self._client as client:
+                opened = True
+                self._opened.set_result((client, closing))
+                await closing.wait()
+        except BaseException as e:
+            if not opened:
+                self._opened.set_exception(e)
+                raise
+            if not isinstance(e, Exception):
+                raise
+            server = self._server
+            _log.warning("MCP server %r: closing failed: %s", server, _first(e), exc_info=e)
 
 
 def _first(group: BaseException) -> str:

@@ -26,6 +26,7 @@ from turnstile.core import (
     AssistantMessage,
     Event,
     Instructions,
+    LoopSpec,
     LoopState,
     Message,
     ModelFailed,
@@ -108,12 +109,29 @@ def _messages(messages: Sequence[Message]) -> str:
     return _json.encode(shown).decode()
 
 
+def _server(client: object) -> dict[str, Any]:
+    """`server.address` and `server.port` of the URL a model client's SDK client sends to."""
+    url = getattr(getattr(client, "sdk", None), "base_url", None)
+    host = getattr(url, "host", None)
+    if not isinstance(host, str) or not host:
+        return {}
+    port = getattr(url, "port", None)
+    if not isinstance(port, int):
+        port = 80 if getattr(url, "scheme", "https") == "http" else 443
+    return {"server.address": host, "server.port": port}
+
+
 class _Spans:
     """One run's spans, made as its events arrive."""
 
-    def __init__(self, tracing: Tracing, epoch_ns: int | None) -> None:
+    def __init__(self, tracing: Tracing, epoch_ns: int | None, system: str | None) -> None:
         self._t = tracing
         self._epoch = epoch_ns
+        self._system: dict[str, str] = {}
+        if tracing.capture_content and system:
+            instructions = [{"type": "text", "content": system}]
+            self._system["gen_ai.system_instructions"] = _json.encode(instructions).decode()
+        self._failed: ModelFailed | None = None  # the last model call, if it failed
         self._root: trace.Span | None = None
         self._context: Any = None
         self._usage = Usage()
@@ -132,6 +150,7 @@ class _Spans:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": t.agent,
             **t.model_attributes,
+            **self._system,
         }
         if t.capture_content and messages is not None:
             attributes["gen_ai.input.messages"] = _messages(messages)
@@ -140,6 +159,7 @@ class _Spans:
         )
         self._context = trace.set_span_in_context(self._root)
         self._usage = Usage()
+        self._failed = None
 
     def on_event(self, event: Event) -> None:
         t = self._t
@@ -150,9 +170,14 @@ class _Spans:
             self._open(event.now, None)
         match event:
             case ModelReplied(response=response):
+                self._failed = None
                 self._usage = self._usage + response.usage
                 attributes: dict[str, Any] = {**_usage(response.usage)}
                 attributes["gen_ai.response.finish_reasons"] = [response.stop.value]
+                if response.id is not None:
+                    attributes["gen_ai.response.id"] = response.id
+                if response.model is not None:
+                    attributes["gen_ai.response.model"] = response.model
                 if t.capture_content:
                     reply = AssistantMessage(response.content)
                     attributes["gen_ai.output.messages"] = _messages([reply])
@@ -161,6 +186,7 @@ class _Spans:
                     if type(part) is ToolCall:
                         self._calls[part.id] = (part, event.now)
             case ModelFailed(kind=kind, message=message):
+                self._failed = event
                 span = self._chat(event, {"error.type": kind or "model_error"})
                 span.set_status(trace.StatusCode.ERROR, message)
                 span.end(self._ns(event.now))
@@ -183,7 +209,7 @@ class _Spans:
             f"chat {model}" if model else "chat",
             self._context,
             start_time=self._ns(self._last),
-            attributes={"gen_ai.operation.name": "chat", **asked, **attributes},
+            attributes={"gen_ai.operation.name": "chat", **asked, **self._system, **attributes},
         )
 
     def _tool(self, event: ToolReturned, call: ToolCall, started: float) -> None:
@@ -213,15 +239,21 @@ class _Spans:
         span.end(self._ns(event.now))
 
     def failed(self, error: BaseException) -> None:
+        self._failed = None  # the exception is what ended the run
         if self._root is not None:
             self._root.set_attribute("error.type", type(error).__qualname__)
             self._root.set_status(trace.StatusCode.ERROR, str(error))
 
     def close(self) -> None:
-        """End the run's span at its last event."""
+        """End the run's span at its last event. A run whose last model call failed ended on
+        it (`model_error`), or was cut short while waiting to retry it: an error either way."""
         root, self._root = self._root, None
         if root is not None:
             root.set_attributes(_usage(self._usage))
+            failed = self._failed
+            if failed is not None and root.is_recording():
+                root.set_attribute("error.type", failed.kind or "model_error")
+                root.set_status(trace.StatusCode.ERROR, failed.message)
             root.end(self._ns(self._last))
         self._calls = {}
 
@@ -230,8 +262,10 @@ class Tracing:
     """Spans of runs for an OpenTelemetry tracer (the global provider's, or `tracer_provider`'s).
 
     `agent` names the run's span; `model` and `provider` (`"openai"`, `"anthropic"`...) become
-    `gen_ai.request.model` and `gen_ai.provider.name`. `capture_content=True` adds the messages,
-    the tools' arguments and results (off by default: they may hold anything).
+    `gen_ai.request.model` and `gen_ai.provider.name`; `client`, the run's model client, gives
+    `server.address` and `server.port` (from its SDK client's `base_url`) and the model when
+    `model` is not given. `capture_content=True` adds the messages, the tools' arguments and
+    results (off by default: they may hold anything).
     """
 
     def __init__(
@@ -242,23 +276,30 @@ class Tracing:
         provider: str | None = None,
         capture_content: bool = False,
         tracer_provider: trace.TracerProvider | None = None,
+        client: object = None,
     ) -> None:
         self.agent = agent
         self.capture_content = capture_content
         self.tracer = trace.get_tracer("turnstile", tracer_provider=tracer_provider)
-        self.model_attributes: dict[str, str] = {}
+        self.model_attributes: dict[str, Any] = {}
         if provider is not None:
             self.model_attributes["gen_ai.provider.name"] = provider
-        if model is not None:
+        model = model or getattr(client, "model", None)
+        if isinstance(model, str):
             self.model_attributes["gen_ai.request.model"] = model
+        self.model_attributes.update(_server(client))
 
     @contextlib.contextmanager
-    def run(self, *, epoch_ns: int | None = None) -> Iterator[Callable[[Event], None]]:
+    def run(
+        self, *, epoch_ns: int | None = None, spec: LoopSpec | None = None
+    ) -> Iterator[Callable[[Event], None]]:
         """The `on_event` to give an executor: its spans are emitted as the run goes, the
-        run's own when the block ends (an exception leaving it marks it an error). `epoch_ns`:
-        the wall-clock time at which the executor's clock read 0, in ns since the Unix epoch
-        (default: measured at the first event)."""
-        spans = _Spans(self, epoch_ns)
+        run's own when the block ends (an exception leaving it, or a last model call that
+        failed, marks it an error). `epoch_ns`: the wall-clock time at which the executor's
+        clock read 0, in ns since the Unix epoch (default: measured at the first event).
+        `spec`: the run's, whose system prompt `capture_content` records (the events do not
+        hold it)."""
+        spans = _Spans(self, epoch_ns, None if spec is None else spec.system)
         try:
             yield spans.on_event
         except BaseException as e:
@@ -272,16 +313,19 @@ class Tracing:
         recorded: Run | LoopState | Sequence[Event] | str | os.PathLike[str],
         *,
         epoch_ns: int | None = None,
+        spec: LoopSpec | None = None,
     ) -> None:
         """Emit the spans of a recorded run: a `Run`, a `LoopState`, its events, or the path of
         a journal. Times are the run's own, placed by `epoch_ns` as for `run`; by default the
-        last event is now (for a journal: when it was last written)."""
+        last event is now (for a journal: when it was last written). `spec` as for `run` (a
+        `Run` knows its own)."""
         last_written: int | None = None
         if isinstance(recorded, str | os.PathLike):
             last_written = Path(recorded).stat().st_mtime_ns
             events: Sequence[Event] = Journal.read(recorded)
         elif isinstance(recorded, Run):
             events = recorded.state.events
+            spec = spec or recorded.loop.spec
         elif isinstance(recorded, LoopState):
             events = recorded.events
         else:
@@ -289,6 +333,6 @@ class Tracing:
         if epoch_ns is None and events:
             end = last_written if last_written is not None else time.time_ns()
             epoch_ns = end - round(events[-1].now * 1e9)
-        with self.run(epoch_ns=epoch_ns) as on_event:
+        with self.run(epoch_ns=epoch_ns, spec=spec) as on_event:
             for event in events:
                 on_event(event)

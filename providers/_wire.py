@@ -193,12 +193,21 @@ def tool_call_id(obj: Mapping[str, Any], key: str, path: str) -> str:
 
 
 def reply(
-    content: list[Part], stop: ModelStop, usage: Usage, raw_stop: str | None = None
+    content: list[Part],
+    stop: ModelStop,
+    usage: Usage,
+    raw_stop: str | None = None,
+    body: Mapping[str, Any] | None = None,
 ) -> ModelResponse:
-    """The neutral reply, as a run can keep it: its text healed (`heal`). Calls that share an id
+    """The neutral reply, as a run can keep it: its text healed (`heal`), and the reply's `id`
+    and `model` when `body` (the reply's object) has them as strings. Calls that share an id
     are kept as the model sent them: the loop answers the repeats with an error result."""
     parts = [_healed(part) for part in content]
-    return ModelResponse(parts, stop, usage, None if raw_stop is None else heal(raw_stop))
+    named = [None if body is None else body.get(k) for k in ("id", "model")]
+    id_, model = (heal(v) if type(v) is str and v else None for v in named)
+    return ModelResponse(
+        parts, stop, usage, None if raw_stop is None else heal(raw_stop), id_, model
+    )
 
 
 def _healed(part: Part) -> Part:

@@ -330,7 +330,7 @@ def _decode(body: Any, streamed: dict[int, str]) -> ModelResponse:
     ]
     stop = _STOPS.get(raw_stop, ModelStop.other)
     usage = _usage(field(body, "usage", dict, ""))
-    return reply(parts, stop, usage, None if raw_stop == stop.value else raw_stop)
+    return reply(parts, stop, usage, None if raw_stop == stop.value else raw_stop, body)
 
 
 def _part(block: Any, path: str, streamed: str | None, cut: bool) -> Part:

@@ -379,6 +379,7 @@ def decode(body: Mapping[str, Any]) -> ModelResponse:
         _usage(body),
         kept(optional(message, "annotations", list, where, []), f"{where}.annotations"),
         _unknown(message, _MESSAGE_FIELDS, where),
+        body,
     )
 
 
@@ -449,6 +450,7 @@ def _response(
     usage: Usage,
     annotations: list[Any],
     unknown: dict[str, Any],
+    named: Mapping[str, Any],
 ) -> ModelResponse:
     """The neutral reply; shared by `decode` and `StreamAccumulator` so both agree exactly.
     `annotations` go with the text (without text, with the unknown fields)."""
@@ -479,7 +481,7 @@ def _response(
         stop = _STOPS[finish]
     else:
         stop, raw_stop = ModelStop.other, finish
-    response = reply(parts, stop, usage, raw_stop)
+    response = reply(parts, stop, usage, raw_stop, named)
     if not unknown:
         return response
     return msgspec.structs.replace(response, content=[*response.content, Opaque(FORMAT, unknown)])
@@ -543,6 +545,7 @@ class StreamAccumulator:
         "_annotations",
         "_calls",
         "_finish",
+        "_named",
         "_refusal",
         "_text",
         "_unknown",
@@ -557,11 +560,15 @@ class StreamAccumulator:
         self._calls: list[_Call] = []
         self._finish: str | None = None
         self._usage = Usage()
+        self._named: dict[str, Any] = {}  # the completion's id and model, as a chunk says
 
     def feed(self, chunk: Mapping[str, Any]) -> list[Delta]:
         """Take one chunk; returns the text and argument deltas it carried, in order."""
         _raise_error(expect(chunk, dict, ""))
         choices = field(chunk, "choices", list, "")
+        for key in ("id", "model"):
+            if chunk.get(key):
+                self._named.setdefault(key, chunk[key])
         if chunk.get("usage") is not None:
             self._usage = _usage(chunk)
         deltas: list[Delta] = []
@@ -591,6 +598,7 @@ class StreamAccumulator:
             self._usage,
             self._annotations,
             self._unknown.result(),
+            self._named,
         )
 
     def _choice(self, choice: Mapping[str, Any], at: str) -> list[Delta]:

@@ -217,7 +217,7 @@ def decode(body: dict[str, Any]) -> ModelResponse:
             content.append(other_item(item, kind, where))
     called = any(type(p) is ToolCall for p in content)
     stop, raw_stop = _stop(body, status, refused, called, _waiting(output))
-    return reply(content, stop, _usage(body), raw_stop)
+    return reply(content, stop, _usage(body), raw_stop, body)
 
 
 def _waiting(output: list[dict[str, Any]]) -> str | None:

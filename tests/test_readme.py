@@ -130,3 +130,12 @@ def test_the_long_runs_spec_is_a_valid_spec() -> None:
     exec(compile(snippet, "README.md", "exec"), namespace)
     spec = namespace["spec"]
     assert isinstance(spec, turnstile.core.LoopSpec) and spec.compaction is not None
+
+
+def test_the_stop_reasons_listed_are_every_one_a_run_can_end_with() -> None:
+    from turnstile.core import StopReason
+
+    section = README.split("## Stop reasons and guards", 1)[1]
+    listed = section.split("`Finish.reason` is never `unknown`:", 1)[1].split(". Each guard", 1)[0]
+    named = re.findall(r"`([a-z_]+)`", listed)
+    assert named == [r.value for r in StopReason if r is not StopReason.unknown]

@@ -13,15 +13,19 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 from turnstile.core import (
     AssistantMessage,
     LoopSpec,
     ModelRequest,
     ModelResponse,
     ModelStop,
+    Part,
     Text,
     ToolCall,
     ToolContext,
+    Usage,
+    estimate_tokens,
     tool,
 )
 from turnstile.executors import ScriptedModel, sync
@@ -53,17 +57,27 @@ def model(request: ModelRequest) -> ModelResponse:
     """The scripted model: answers from the conversation so far, so a resumed run gets the
     reply it is owed, whichever process asks."""
     turn = sum(type(m) is AssistantMessage for m in request.messages)
+    content: list[Part]
     if turn < 3:
         calls = [
             ToolCall(f"pay-{2 * turn + k}", "pay", {"invoice": str(2 * turn + k)}) for k in (1, 2)
         ]
-        return ModelResponse(
-            [Text(f"Paying {2 * turn + 1} and {2 * turn + 2}."), *calls], ModelStop.tool_use
-        )
-    if turn == 3:
-        return ModelResponse([ToolCall("bal", "balance", {})], ModelStop.tool_use)
-    return ModelResponse(
-        [Text("All six are paid (or reported), balance checked.")], ModelStop.end_turn
+        content = [Text(f"Paying {2 * turn + 1} and {2 * turn + 2}."), *calls]
+    elif turn == 3:
+        content = [ToolCall("bal", "balance", {})]
+    else:
+        content = [Text("All six are paid (or reported), balance checked.")]
+    stop = ModelStop.tool_use if turn <= 3 else ModelStop.end_turn
+    return ModelResponse(content, stop, usage(request, content))
+
+
+def usage(request: ModelRequest, content: list[Part]) -> Usage:
+    """The tokens a real model would count for this call, estimated as the loop estimates them
+    (what it sent: system prompt, messages, tools; what it wrote)."""
+    sent = [request.system, list(request.messages), list(request.tools)]
+    return Usage(
+        estimate_tokens(msgspec.json.encode(sent).decode()),
+        estimate_tokens(msgspec.json.encode(content).decode()),
     )
 
 

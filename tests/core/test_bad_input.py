@@ -381,8 +381,8 @@ def test_a_reply_that_requires_an_action_the_loop_cannot_take_stops_by_name() ->
     ("given", "says"),
     [
         # found in review: every run stopped on context_budget before its first call
-        ({"context_window": 1000}, "context_window must be larger than reserve_tokens"),
-        ({"context_window": 18_000}, "context_window must be larger than reserve_tokens"),
+        ({"context_window": 1000}, "context_window: must be larger than reserve_tokens"),
+        ({"context_window": 18_000}, "context_window: must be larger than reserve_tokens"),
         # found in review: the final request carried an empty message, an invalid history
         ({"finalize_prompt": ""}, "finalize_prompt"),
         ({"finalize_prompt": "  \n"}, "finalize_prompt"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from turnstile.core import (
     CallModel,
     Loop,
@@ -53,14 +54,28 @@ def test_a_replay_and_a_load_without_the_tools_decide_the_same() -> None:
         assert [c.name for c in commands if isinstance(c, RunTool)] == ["slow"]
 
 
-def test_a_run_given_no_tools_records_none_and_the_next_run_its_own() -> None:
+def test_a_run_given_no_tools_records_the_specs_and_the_next_run_its_own() -> None:
     loop = Loop(LoopSpec(tools=(LOOKUP,)))
     [ask] = loop.start("hi", 0.0)
-    assert b'"tools"' not in loop.dump()  # the spec's own: nothing to record
+    started = loop.state.events[0]
+    assert type(started) is Started and started.tools == (LOOKUP,)  # the log describes itself
     loop.send(ModelReplied(ask.id, reply("hello"), now=1.0))
     [again] = loop.start("and now?", 2.0, (SLOW,))
     assert [t.name for t in again.request.tools] == ["slow"]
     assert Loop.load(LoopSpec(tools=(LOOKUP,)), loop.dump()).outstanding_commands() == [again]
+    assert Loop.replay(LoopSpec(), loop.state.events).dump() == loop.dump()
+
+
+def test_a_log_from_before_runs_recorded_the_specs_tools_replays_with_the_spec() -> None:
+    spec = LoopSpec(tools=(LOOKUP,))
+    loop = Loop(spec)
+    [ask] = loop.start("define a", 0.0)
+    [run] = loop.send(ModelReplied(ask.id, reply(call("c1", "lookup", w="a")), now=1.0))
+    loop.send(ToolReturned(run.id, "a: the first letter", now=2.0))
+    first, *rest = loop.state.events
+    assert type(first) is Started
+    old = [msgspec.structs.replace(first, tools=()), *rest]
+    assert Loop.replay(spec, old).outstanding_commands() == loop.outstanding_commands()
 
 
 def test_the_cache_key_does_not_depend_on_where_the_tools_came_from() -> None:

@@ -218,10 +218,28 @@ def test_a_journal_of_a_run_without_tools_needs_no_spec(
     assert "valid journal (2 events, 2 messages)" in capsys.readouterr().out
 
 
-def test_a_journal_that_does_not_replay_without_its_spec_says_to_give_it(
+def test_a_journal_holds_its_tools_so_show_and_validate_need_no_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path, _ = _demo_journal(tmp_path)
+    assert cli.main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "completed after 2 turns" in out and "get_weather" in out
+    assert cli.main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: valid journal (7 events, 4 messages)\n"
+
+
+def test_an_old_journal_without_its_tools_that_does_not_replay_says_to_give_the_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, spec = _demo_journal(tmp_path)
+    first, *rest = Journal.read(path)
+    path.unlink()
+    with Journal(path) as journal:  # as journals were written before `Started` held the tools
+        for event in [msgspec.structs.replace(first, tools=()), *rest]:
+            journal.append(event)
+    assert cli.main(["validate", str(path), "--spec", str(spec)]) == 0
+    capsys.readouterr()
     for command in ("show", "validate"):
         assert cli.main([command, str(path)]) == 2
         err = capsys.readouterr().err

@@ -56,6 +56,8 @@ def event_log(run: Run) -> list[str]:
         fields.pop("now")
         if type(event) is Started:
             fields["messages"] = len(event.messages)
+            if event.tools:
+                fields["tools"] = [t.name for t in event.tools]
         line = json.dumps(fields, ensure_ascii=False, sort_keys=True)
         if type(event) in (ToolStarted, ToolReturned):
             batch.append(line)

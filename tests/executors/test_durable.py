@@ -4,6 +4,7 @@ by a new process, which tells the loop it `Resumed`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -513,3 +514,20 @@ def test_a_tool_result_written_by_a_crashed_process_is_kept(tmp_path: Path) -> N
     assert ToolReturned in {type(e) for e in Journal.read(path)}
     sync.run(LoopSpec(), model=model, tools=world.tools, journal=path)
     assert world.runs("a") == 1
+
+
+def test_the_durable_example_shows_each_turn_s_token_usage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples.durable import agent
+
+    monkeypatch.setattr(agent, "LOG", tmp_path / "payments.log")
+    run = sync.run(
+        agent.SPEC,
+        agent.PROMPT,
+        model=ScriptedModel(agent.model),
+        tools=[agent.pay, agent.balance],
+        journal=tmp_path / "run.journal",
+    )
+    headings = [line for line in run.transcript().splitlines() if line.startswith("──")]
+    assert len(headings) == 6 and not any(re.search(r"\b0 in|/ 0 out", h) for h in headings)

@@ -6,9 +6,11 @@ the tool list."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,56 @@ async def over_http() -> AsyncIterator[Any]:
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app))
         async with streamable_http_client("http://localhost:8000/mcp", http_client=http) as s:
             yield s
+
+
+class Unplugged(httpx2.AsyncBaseTransport):
+    """A transport to `app` that can be unplugged: then every request fails to connect, as to
+    a server that died."""
+
+    def __init__(self, app: Any) -> None:
+        self.inner = httpx2.ASGITransport(app)
+        self.unplugged = False
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self.unplugged:
+            raise httpx2.ConnectError("All connection attempts failed", request=request)
+        return await self.inner.handle_async_request(request)
+
+
+def http_that_dies(tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    """A streamable HTTP session to the server, and a function that kills the server."""
+    del tmp_path  # nothing to keep
+    app = server.streamable_http_app()
+    transport = Unplugged(app)
+
+    @contextlib.asynccontextmanager
+    async def session() -> AsyncIterator[Any]:
+        async with server.session_manager.run():
+            http = httpx2.AsyncClient(transport=transport)
+            async with streamable_http_client("http://localhost:8000/mcp", http_client=http) as s:
+                yield s
+
+    return session(), lambda: setattr(transport, "unplugged", True)
+
+
+def stdio_that_dies(tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    """The server as a subprocess over stdio, and a function that kills it (SIGKILL)."""
+    pid = tmp_path / "pid"
+    run = f"echo $$ > {pid}; exec {sys.executable} -m tests.executors.mcp_server"
+    stdio = StdioServerParameters(command="sh", args=["-c", run], cwd=str(ROOT))
+    return stdio, lambda: os.kill(int(pid.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("transport", [http_that_dies, stdio_that_dies])
+def test_leaving_after_the_server_died_closes_without_raising(
+    transport: Callable[[Path], tuple[Any, Callable[[], None]]], tmp_path: Path
+) -> None:
+    given, kill = transport(tmp_path)
+    with MCPTools(given) as tools:
+        assert tools.run("get_weather", {"city": "北京"}) == EXPECTED[0]
+        kill()
+        assert tools.run("get_weather", {"city": "北京"}).is_error
+    assert tools.run("get_weather", {"city": "北京"})[1]  # closed: an error result, still
 
 
 def test_a_trio_run_over_streamable_http() -> None:

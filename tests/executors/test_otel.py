@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from turnstile.core import (
     Loop,
     LoopSpec,
@@ -229,3 +230,81 @@ def test_each_chat_span_names_the_model_its_call_went_to(exporter: InMemorySpanE
     named = [(s.name, (s.attributes or {})["gen_ai.request.model"]) for s in chats]
     assert named[0] == ("chat first", "first")
     assert named[-1] == ("chat second", "second")
+
+
+def test_a_run_ending_in_a_model_error_is_an_error_naming_it(
+    exporter: InMemorySpanExporter,
+) -> None:
+    model = ScriptedModel([ModelError("invalid x-api-key", kind="authentication_error")])
+    with tracing(exporter).run() as on_event:
+        run = sync.run(LoopSpec(), "hi", model=model, on_event=on_event)
+    assert run.stop_reason.value == "model_error"
+    spans = exporter.get_finished_spans()
+    assert {s.name: (s.attributes or {}).get("error.type") for s in spans} == {
+        "invoke_agent weather": "authentication_error",
+        "chat claude-sonnet-4-5": "authentication_error",
+    }
+    assert all(s.status.status_code is StatusCode.ERROR for s in spans)
+    exporter.clear()
+    tracing(exporter).record(run)  # from the recorded run: the same
+    assert all(s.status.status_code is StatusCode.ERROR for s in exporter.get_finished_spans())
+
+
+def test_a_run_that_recovered_from_a_failed_call_is_no_error(
+    exporter: InMemorySpanExporter,
+) -> None:
+    model = ScriptedModel(
+        [
+            ModelError("overloaded", retryable=True, kind="overloaded"),
+            ModelResponse([Text("hi")], ModelStop.end_turn),
+        ]
+    )
+    with tracing(exporter).run() as on_event:
+        sync.run(LoopSpec(), "hi", model=model, on_event=on_event, sleep=no_wait)
+    [root] = [s for s in exporter.get_finished_spans() if s.parent is None]
+    assert root.status.is_ok and "error.type" not in (root.attributes or {})
+
+
+def test_captured_content_holds_the_system_instructions(exporter: InMemorySpanExporter) -> None:
+    spec = LoopSpec(system="你是一个天气助手。")
+    model = ScriptedModel([ModelResponse([Text("好")], ModelStop.end_turn)])
+    with tracing(exporter, capture_content=True).run(spec=spec) as on_event:
+        run = sync.run(spec, "hi", model=model, on_event=on_event)
+    expected = '[{"type":"text","content":"你是一个天气助手。"}]'
+    live = {s.name: (s.attributes or {}) for s in exporter.get_finished_spans()}
+    assert [a["gen_ai.system_instructions"] for a in live.values()] == [expected] * 2
+    exporter.clear()
+    tracing(exporter, capture_content=True).record(run)  # a Run knows its spec
+    recorded = {s.name: (s.attributes or {}) for s in exporter.get_finished_spans()}
+    assert recorded == live
+    exporter.clear()
+    with tracing(exporter).run(spec=spec) as on_event:
+        sync.run(
+            spec,
+            "hi",
+            model=ScriptedModel([ModelResponse([Text("好")], ModelStop.end_turn)]),
+            on_event=on_event,
+        )
+    keys = {k for s in exporter.get_finished_spans() for k in (s.attributes or {})}
+    assert "gen_ai.system_instructions" not in keys  # content only when asked for
+
+
+def test_chat_spans_say_which_reply_which_model_and_which_server(
+    exporter: InMemorySpanExporter,
+) -> None:
+    import anthropic
+    from turnstile.providers import anthropic_messages
+
+    sdk = anthropic.Anthropic(api_key="k", base_url="https://gateway.example:8443")
+    client = anthropic_messages.Client(sdk, model="claude-sonnet-4-5")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with Tracing("weather", client=client, tracer_provider=provider).run() as on_event:
+        replay(WEATHER, on_event=on_event)
+    chats = [s.attributes or {} for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert [(a["gen_ai.response.id"], a["gen_ai.response.model"]) for a in chats] == [
+        ("msg_01Q5Kc2pXh7vRz9dWmYt3LbN", "claude-sonnet-4-5-20250929"),
+        ("msg_01HwX8e4TnJq6sVaUk2rPfGd", "claude-sonnet-4-5-20250929"),
+    ]
+    assert all(a["server.address"] == "gateway.example" and a["server.port"] == 8443 for a in chats)
+    assert all(a["gen_ai.request.model"] == "claude-sonnet-4-5" for a in chats)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from turnstile.core import (
     AssistantMessage,
     Cancelled,
@@ -131,6 +133,33 @@ def test_multi_line_text_keeps_its_indentation() -> None:
         "  second",
         "── completed after 2 turns · 20 in / 10 out ──",
     )
+
+
+@tool
+def local_weather(city: str) -> dict[str, object]:
+    """A local tool: its dict goes to the model as compact JSON."""
+    return {"city": city, "温度": 26}
+
+
+@tool
+def served_weather(city: str) -> str:
+    """As an MCP server sends the same: JSON text, pretty-printed."""
+    return json.dumps({"city": city, "温度": 26}, ensure_ascii=False, indent=2)
+
+
+def test_a_json_result_reads_on_one_line_whichever_tool_gave_it() -> None:
+    script = [
+        calls(
+            ToolCall("a", "local_weather", {"city": "北京"}),
+            ToolCall("b", "served_weather", {"city": "北京"}),
+        ),
+        text("26"),
+    ]
+    tools = [local_weather, served_weather]
+    run = sync.run(LoopSpec(), "weather?", model=ScriptedModel(script), tools=tools)
+    shown = run.transcript().splitlines()
+    assert '  ← local_weather: {"city":"北京","温度":26}' in shown
+    assert '  ← served_weather: {"city":"北京","温度":26}' in shown
 
 
 def test_the_final_answer_is_not_counted_as_a_turn_by_the_headings_or_the_footer() -> None:

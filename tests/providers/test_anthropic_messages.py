@@ -155,10 +155,13 @@ def replay(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], Finish]:
     raise AssertionError("the loop stopped without a Finish")
 
 
+ID = "msg_01XFDUDYJgAACzvnptvVoYEL"
+
+
 def message(content: list[dict[str, Any]], stop: Any = "end_turn", **usage: Any) -> dict[str, Any]:
     """A response body as the API sends it."""
     return {
-        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "id": ID,
         "type": "message",
         "role": "assistant",
         "model": "claude-sonnet-4-5-20250929",
@@ -347,6 +350,8 @@ def test_weather_two_exchanges() -> None:
         ],
         ModelStop.tool_use,
         Usage(512, 121),
+        id="msg_01Q5Kc2pXh7vRz9dWmYt3LbN",
+        model="claude-sonnet-4-5-20250929",
     )
     messages = second["request"]["body"]["messages"]
     assert messages[1:] == [
@@ -428,7 +433,11 @@ def test_max_tokens_inside_a_tool_call_gives_an_incomplete_call() -> None:
 def test_refusal_keeps_the_text_the_model_wrote() -> None:
     reply = decode(load("refusal.json")["exchanges"][0]["response"]["body"])
     assert reply == ModelResponse(
-        [Text("我不能帮助编写用来绕过杀毒软件的勒索软件。")], ModelStop.refusal, Usage(37, 21)
+        [Text("我不能帮助编写用来绕过杀毒软件的勒索软件。")],
+        ModelStop.refusal,
+        Usage(37, 21),
+        id="msg_01Tb6Kx3Wn9Qr2Lv5Hc8Zd4P",
+        model="claude-sonnet-4-5-20250929",
     )
 
 
@@ -723,7 +732,9 @@ def test_decode_usage_counts_the_whole_prompt() -> None:
 
 
 def test_decode_an_empty_reply() -> None:
-    assert decode(message([])) == ModelResponse([], ModelStop.end_turn, Usage(10, 5))
+    assert decode(message([])) == ModelResponse(
+        [], ModelStop.end_turn, Usage(10, 5), id=ID, model="claude-sonnet-4-5-20250929"
+    )
 
 
 def test_decode_keeps_server_tool_and_unknown_blocks_verbatim() -> None:

@@ -263,6 +263,8 @@ def test_decode_the_seeds_first_reply() -> None:
         ],
         ModelStop.tool_use,
         Usage(input_tokens=512, output_tokens=121),
+        id="chatcmpl-BwT4m2XoQ7fZ8rJc1Kd9sVn3LpEa",
+        model="gpt-4o-2024-08-06",
     )
 
 
@@ -294,6 +296,8 @@ def test_decode_unknown_finish_reason_is_other_with_raw_stop() -> None:
         ModelStop.other,
         Usage(input_tokens=84, output_tokens=9, cache_read_tokens=64),
         raw_stop="insufficient_system_resource",
+        id="chatcmpl-7f3b9e2a-4c1d-4e8f-9a6b-2d5c8e1f4a7b",
+        model="deepseek-chat",
     )
 
 
@@ -307,7 +311,13 @@ def test_decode_refusal_is_text_with_stop_refusal_even_when_finish_is_stop() -> 
 
 def test_decode_content_filter_with_an_empty_message() -> None:
     response = openai_chat.decode(load("content_filter.json")["exchanges"][0]["response"]["body"])
-    assert response == ModelResponse([], ModelStop.content_filter, Usage(input_tokens=41))
+    assert response == ModelResponse(
+        [],
+        ModelStop.content_filter,
+        Usage(input_tokens=41),
+        id="chatcmpl-BxD4f7Xh0Zj3Bl6Dn9Fp2Hr5Jt",
+        model="gpt-4o-2024-08-06",
+    )
 
 
 def test_decode_empty_content_makes_no_text_part() -> None:
@@ -481,7 +491,8 @@ def test_stream_matches_decode_of_the_same_reply() -> None:
     stream = load("weather.stream.json")["exchanges"][0]["response"]["sse"]
     whole = load("weather.json")["exchanges"][0]["response"]["body"]
     deltas, result = accumulate(sse_chunks(stream))
-    assert result == openai_chat.decode(whole)
+    assert result.id == "chatcmpl-BwT5a1LqR8vXn2Ke7Jd4Tc9Fm6Hs"  # another call's reply, as alike
+    assert result == msgspec.structs.replace(openai_chat.decode(whole), id=result.id)
     assert [d for d in deltas if type(d) is TextDelta] == [
         TextDelta(0, t) for t in ["我来", "帮您", "查询", "北京", "和上海", "的实时", "天气。"]
     ]
@@ -506,7 +517,11 @@ def test_stream_usage_comes_from_the_chunk_after_finish_reason() -> None:
     }
     assert acc.feed(chunk(None, usage=usage)) == []
     assert acc.result() == ModelResponse(
-        [Text("hi")], ModelStop.end_turn, Usage(input_tokens=9, output_tokens=2)
+        [Text("hi")],
+        ModelStop.end_turn,
+        Usage(input_tokens=9, output_tokens=2),
+        id="chatcmpl-test",
+        model="gpt-4o",
     )
 
 
@@ -581,6 +596,8 @@ def test_stream_skips_azure_chunks_without_choices_or_delta() -> None:
         [Text("上海是中国最大的经济中心,位于长江入海口。")],
         ModelStop.end_turn,
         Usage(input_tokens=19, output_tokens=21),
+        id="chatcmpl-test",
+        model="gpt-4o",
     )
 
 
@@ -613,6 +630,8 @@ def test_stream_cut_by_length_inside_arguments_is_an_incomplete_call() -> None:
         ],
         ModelStop.max_tokens,
         Usage(input_tokens=377, output_tokens=60),
+        id="chatcmpl-BxB2d5Vf8Xh1Zj4Bl7Dn0Fp3Hr",
+        model="gpt-4o-2024-08-06",
     )
 
 
@@ -1051,10 +1070,12 @@ def test_a_stream_that_ends_without_a_finish_reason_is_judged_by_its_content() -
             ],
             ModelStop.tool_use,
             Usage(10, 5),
+            id="chatcmpl-test",
+            model="gpt-4o",
         )
     ]
     text = without_finish_reason([chunk({"content": "上海更暖和。"})])
-    assert text == 3 * [ModelResponse([Text("上海更暖和。")], ModelStop.end_turn)]
+    assert [(r.content, r.stop) for r in text] == 3 * [([Text("上海更暖和。")], ModelStop.end_turn)]
 
 
 @pytest.mark.parametrize(

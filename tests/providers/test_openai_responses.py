@@ -548,6 +548,8 @@ def test_decode_reads_reasoning_text_and_calls_in_order() -> None:
         ],
         ModelStop.tool_use,
         Usage(10, 5),
+        id="resp_1",
+        model="gpt-5.1",
     )
     item["summary"].clear()
     assert reply.content[0].provider_data["summary"]  # type: ignore[union-attr]
