@@ -45,7 +45,7 @@ def box() -> Iterator[Sandbox]:
         yield sandbox
 
 
-NEW_LAYERS = ("ipc_namespace", "private_root", "socket_families")
+NEW_LAYERS = ("ipc_namespace", "private_root", "private_locks", "socket_families")
 
 
 def test_the_new_layers_are_reported_and_can_be_required() -> None:
