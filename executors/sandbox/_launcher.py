@@ -119,13 +119,18 @@ def _init(
         except OSError as e:
             layers["cgroup"] = _failed(e)
     covers: dict[str, int] = {}
+    own_inodes = "private_locks" in kind.layers
+    if own_inodes:
+        layers["private_locks"] = Layer(False, "needs mount_namespace")
     if "mount_namespace" in kind.layers:
         try:
             if not layers.get("pid_namespace", Layer(False, "")).in_force:
                 raise OSError("needs pid_namespace")
             unshare(CLONE_NEWNS)
             private_mounts()
-            covers = reveal(kind.needed)
+            covers, locks = reveal(kind.needed, own_inodes)
+            if locks is not None:
+                layers["private_locks"] = locks
             mount_proc()
             detail = "private /proc: only the call's processes"
             if covers:

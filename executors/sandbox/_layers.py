@@ -15,6 +15,7 @@ LAYERS: tuple[str, ...] = (
     "subreaper",
     "pid_namespace",
     "mount_namespace",
+    "private_locks",
     "workdir_tmpfs",
     "cgroup",
     "network_namespace",

@@ -17,10 +17,12 @@ __all__ = [
     "children",
     "clone_mount",
     "clone_tree",
+    "detach",
     "install_seccomp_filter",
     "libc",
     "limit_malloc_arenas",
     "mount_mqueue",
+    "mount_overlay",
     "mount_proc",
     "mount_tmpfs",
     "no_new_privs",
@@ -42,6 +44,7 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
+_MS_RDONLY = 0x1
 _MS_NOSUID = 0x2
 _MS_NODEV = 0x4
 _MS_NOEXEC = 0x8
@@ -174,8 +177,28 @@ def pivot_root_here() -> None:
     if number is None:
         raise OSError(errno.ENOSYS, f"pivot_root: unknown on {os.uname().machine}")
     _check(libc.syscall(ctypes.c_long(number), b".", b"."), "pivot_root")
-    _check(libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount the old root")
+    detach(".")
     os.chdir("/")
+
+
+def detach(target: str) -> None:
+    """Unmount the mounts at `target` (and below) once nothing uses them; mounts made from
+    them (binds, overlays) stay."""
+    _check(libc.umount2(os.fsencode(target), ctypes.c_int(_MNT_DETACH)), f"umount {target}")
+
+
+def _escaped(path: str) -> str:
+    """`path` as overlayfs's options take it: its separators, commas and backslashes escaped."""
+    return path.replace("\\", "\\\\").replace(":", "\\:").replace(",", "\\,")
+
+
+def mount_overlay(lower: tuple[str, ...], target: str, *, devices: bool = False) -> None:
+    """Mount a read-only overlay of the directories `lower` (the topmost first; at least two)
+    on `target`: their files through inodes of its own. nosuid, and nodev unless `devices`."""
+    flags = ctypes.c_ulong(_MS_RDONLY | _MS_NOSUID | (0 if devices else _MS_NODEV))
+    options = os.fsencode("lowerdir=" + ":".join(_escaped(path) for path in lower))
+    target_b = os.fsencode(target)
+    _check(libc.mount(b"overlay", target_b, b"overlay", flags, options), f"overlay {target}")
 
 
 def clone_mount(source: str) -> int:

@@ -8,6 +8,10 @@ only the packages of the tools and of turnstile. Besides: a /dev with null, zero
 urandom, a private /dev/shm, an empty /tmp. Then the namespace pivots to it and drops the old
 root: nothing else of the host is there, not even hidden.
 
+Where it can, it shows the host's files through inodes of the call's own (overlays, copies; see
+`_Own`) rather than binds of the host's: every file lock (flock, POSIX, OFD, lease) hangs off an
+inode, so none a call takes on them reaches the host's files.
+
 A call's process tree builds its root ahead of the call (`reveal`), and there the call's own
 work dir where it has a tmpfs of its own (see `_disk`); a work dir made on the host and the
 writable paths are bound in read-write when the call comes (`show`).
@@ -26,17 +30,21 @@ __all__ = [
 ]
 
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator
 
+from ._layers import Layer
 from ._linux import (
     CLONE_NEWIPC,
     attach,
     bind,
     clone_mount,
     clone_tree,
+    detach,
     mount_mqueue,
+    mount_overlay,
     mount_tmpfs,
     pivot_root_here,
     read_only,
@@ -61,6 +69,8 @@ _NETWORK_ETC = (
 _DEVICES = ("null", "zero", "random", "urandom")
 _BUILD_AT = "/proc"
 """Where the root is built before the pivot: a directory no needed path is below."""
+_SCRATCH = "/.own"
+"""Where in the root being built `_Own` keeps what it is made of, until the pivot."""
 
 
 def interpreter_paths() -> list[str]:
@@ -137,6 +147,13 @@ def _resolve(path: str, links: dict[str, str]) -> str:
     return current
 
 
+def _mounts() -> Iterator[str]:
+    """The mount points of this mount namespace."""
+    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
+        for line in f:
+            yield re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])
+
+
 def needed_paths(
     modules: Iterable[str] = (), paths: Iterable[str] = (), *, network: bool = False
 ) -> tuple[str, ...]:
@@ -145,15 +162,18 @@ def needed_paths(
     import), and `paths` (the writable ones: bound read-only ahead, read-write in the call);
     with `network`, the resolver's and TLS's files of /etc too. Each as the real path to bind,
     or as "link\0target" for a symlink on the way to one (found here, once per sandbox, not
-    in every call's tree)."""
+    in every call's tree). The mount points below a bound directory are listed too, after it:
+    an overlay of a directory shows none of the mounts below it."""
     project = list(_packages(["turnstile.core", *modules]))
     links_out = [link for p in project if os.path.isdir(p) for link in _links_out(p)]
     etc = [*_ETC, *(_NETWORK_ETC if network else ())]
     every = [*_SYSTEM, *_installed(), *etc, *project, *links_out, *paths]
     links: dict[str, str] = {}
     binds = _outermost(_resolve(os.path.abspath(p), links) for p in every if os.path.lexists(p))
+    below = {m for m in _mounts() if not _outside(m, binds) and m not in binds}
+    below = {m for m in below if os.path.lexists(m)}  # not one deleted under its mount
     made = [f"{path}\0{target}" for path, target in sorted(links.items()) if _outside(path, binds)]
-    return (*binds, *made)
+    return (*sorted({*binds, *below}), *made)
 
 
 def unreadable(paths: Iterable[str]) -> str | None:
@@ -197,8 +217,87 @@ _own_namespace = -1
 inherits: `show` returns there from the host's."""
 
 
-def _build(root: str, needed: Iterable[str]) -> None:
+def _copy(path: str, copy: str) -> None:
+    """Copy the file `path` to a new file `copy`, with its owner and mode."""
+    source = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        info = os.fstat(source)
+        made = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            while os.sendfile(made, source, None, 1 << 30):
+                pass
+            os.fchown(made, info.st_uid, info.st_gid)
+            os.fchmod(made, stat.S_IMODE(info.st_mode))
+        finally:
+            os.close(made)
+    finally:
+        os.close(source)
+
+
+class _Own:
+    """Shows host files in the root through inodes of the call's own: a directory as a read-only
+    overlay of it, a regular file as a copy, any other (a device) from an overlay of its
+    directory. What they are made of waits in a tmpfs at `scratch` that `close` detaches (the
+    mounts made from it keep what they use). Overlays of regular files have had inodes of their
+    own since Linux 4.19 (older ones opened the host's file); the root needs 5.12 anyway."""
+
+    def __init__(self, scratch: str) -> None:
+        os.mkdir(scratch, 0o700)
+        mount_tmpfs(scratch, "mode=0700")
+        self._scratch = scratch
+        self._made = 0
+        self._empty = self._new()  # an overlay takes at least two layers
+        self._dirs: dict[str, str] = {}
+
+    def _new(self) -> str:
+        self._made += 1
+        path = f"{self._scratch}/{self._made}"
+        os.mkdir(path, 0o700)
+        return path
+
+    def show(self, path: str, target: str) -> None:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            mount_overlay((path, self._empty), target)
+        elif stat.S_ISREG(mode):
+            copy = self._new() + "/file"
+            _copy(path, copy)
+            bind(copy, target)
+            read_only(target)
+        else:
+            parent, name = os.path.split(path)
+            if parent not in self._dirs:
+                self._dirs[parent] = self._new()
+                mount_overlay((parent, self._empty), self._dirs[parent], devices=True)
+            bind(f"{self._dirs[parent]}/{name}", target)
+
+    def close(self) -> None:
+        detach(self._scratch)
+        os.rmdir(self._scratch)
+
+
+class _Binds:
+    """Shows host files in the root as binds of them (the host's inodes), read-only but for
+    devices (a read-only mount is nodev too); the mounts below a bound path come with it."""
+
+    def __init__(self) -> None:
+        self._bound: list[str] = []
+
+    def show(self, path: str, target: str) -> None:
+        if _outside(path, self._bound):
+            bind(path, target)
+            if not stat.S_ISCHR(os.stat(path).st_mode):
+                read_only(target)
+            self._bound.append(path)
+
+    def close(self) -> None:
+        pass
+
+
+def _build(root: str, needed: Iterable[str], own: bool) -> None:
+    """Build the root at `root`, with the host's files in it the call's `own` inodes, or binds."""
     mount_tmpfs(root)
+    shown = _Own(root + _SCRATCH) if own else _Binds()
     for entry in needed:
         path, _, target = entry.partition("\0")
         os.makedirs(os.path.dirname(root + path), exist_ok=True)
@@ -206,14 +305,13 @@ def _build(root: str, needed: Iterable[str]) -> None:
             os.symlink(target, root + path)
             continue
         _mountpoint(root + path, os.path.isdir(path))
-        bind(path, root + path)
-        read_only(root + path)
+        shown.show(path, root + path)
     dev = root + "/dev"
     os.mkdir(dev)
     mount_tmpfs(dev, "mode=0755,size=64k")
     for name in _DEVICES:
         _mountpoint(f"{dev}/{name}", False)
-        bind(f"/dev/{name}", f"{dev}/{name}")
+        shown.show(f"/dev/{name}", f"{dev}/{name}")
     for name, fd in (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2")):
         os.symlink(f"/proc/self/fd{fd}", f"{dev}/{name}")
     for name in ("shm", "mqueue"):
@@ -221,17 +319,37 @@ def _build(root: str, needed: Iterable[str]) -> None:
     mount_tmpfs(f"{dev}/shm", "mode=1777,size=64m")
     os.makedirs(root + "/proc", exist_ok=True)
     os.makedirs(root + "/tmp", exist_ok=True)
+    shown.close()
 
 
-def reveal(needed: Iterable[str]) -> dict[str, int]:
-    """Build the call's root, holding what `needed_paths` found read-only, and make it this
-    mount namespace's root (its /proc is still to be mounted). Returns {"/": a handle on the host's
-    mount namespace}, through which `show` binds the call's own paths in when it comes."""
+_OWN_INODES = "the host's files in its root are its own inodes: no lock on them reaches the host"
+
+
+def _own_root(needed: Iterable[str], own: bool) -> Layer | None:
+    """Build the root with the host's files the call's own inodes if `own` and it can, else
+    with binds; says how that went if `own`."""
+    if not own:
+        _build(_BUILD_AT, needed, False)
+        return None
+    try:
+        _build(_BUILD_AT, needed, True)
+        return Layer(True, _OWN_INODES)
+    except OSError as e:
+        detach(_BUILD_AT)
+        _build(_BUILD_AT, needed, False)
+        return Layer(False, e.strerror or str(e))
+
+
+def reveal(needed: Iterable[str], own_inodes: bool) -> tuple[dict[str, int], Layer | None]:
+    """Build the call's root, holding what `needed_paths` found read-only (through inodes of
+    its own if `own_inodes`), and make it this mount namespace's root (its /proc is still to be
+    mounted). Returns {"/": a handle on the host's mount namespace}, through which `show` binds
+    the call's own paths in when it comes; and, if `own_inodes`, whether they are its own."""
     global _own_namespace
     host, _own_namespace = _namespaces()
     umask = os.umask(0o022)  # the directories made are for everyone to enter
     try:
-        _build(_BUILD_AT, needed)
+        locks = _own_root(needed, own_inodes)
         os.chdir(_BUILD_AT)
         pivot_root_here()
     except BaseException:
@@ -239,7 +357,7 @@ def reveal(needed: Iterable[str]) -> dict[str, int]:
         raise
     finally:
         os.umask(umask)
-    return {"/": host}
+    return {"/": host}, locks
 
 
 def make_room(path: str) -> None:

@@ -1,7 +1,7 @@
 """Tools that try the escapes of issue 14 from inside a sandboxed call: the host's IPC objects,
 host files the call has no need of, the host's unix sockets, address families it has no use
 for. Each reports what it got ("ok", what it read, or the error), so a test tells a refusal from
-a success; the host-side helpers make the objects they go for."""
+a success; the host-side helpers make the objects they go for (or look for what a call left)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import errno
 import fcntl
 import os
 import socket
+import sqlite3
+import struct
+import time
 
 from turnstile.core import tool
 
@@ -145,6 +148,99 @@ def touches(path: str, lock: str) -> dict[str, str]:
         "setxattr": _attempt(os.setxattr, path, "user.turnstile", b"pwned"),
         "flock": _attempt(locks),
     }
+
+
+def _flock(kind: int) -> bytes:
+    """A `struct flock` for the whole file (Linux's layout: type, whence, start, len, pid)."""
+    return struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 0, 0)
+
+
+_LOCKS = {
+    "flock": lambda fd: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB),
+    "lockf": lambda fd: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB),
+    "F_SETLK": lambda fd: fcntl.fcntl(fd, fcntl.F_SETLK, _flock(fcntl.F_RDLCK)),
+    "F_OFD_SETLK": lambda fd: fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _flock(fcntl.F_RDLCK)),
+    "F_SETLEASE": lambda fd: fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK),
+}
+"""Each kind of lock a process can take on a file it may only read."""
+
+
+def _errno(action: object, *args: object) -> str:
+    try:
+        action(*args)  # type: ignore[operator]
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno or 0, type(e).__name__)
+
+
+@tool
+def holds_locks(paths: list[str], meeting: str) -> dict[str, dict[str, str]]:
+    """Take every kind of lock on each of `paths` (read-only: the most a call can open them),
+    each through a descriptor of its own, and hold them until the host has looked: a file
+    "ready" in the directory `meeting` says they are held, the host's "looked" that it is done.
+    What each lock got: "ok" or the errno's name."""
+    taken: dict[str, dict[str, str]] = {}
+    fds = []
+    for path in paths:
+        taken[path] = {}
+        for kind, lock in _LOCKS.items():
+            fds.append(os.open(path, os.O_RDONLY))
+            taken[path][kind] = _errno(lock, fds[-1])
+    with open(os.path.join(meeting, "ready"), "w") as f:
+        f.write("held")
+    deadline = time.monotonic() + 20
+    while not os.path.exists(os.path.join(meeting, "looked")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for fd in fds:
+        os.close(fd)
+    return taken
+
+
+def locks_seen(path: str) -> list[str]:
+    """What of other processes' locks the host sees on `path`: an exclusive flock it cannot
+    take, a POSIX or OFD lock that would conflict with its writing, and any line of
+    /proc/locks (leases too) on the file's inode."""
+    seen = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _errno(fcntl.flock, fd, fcntl.LOCK_EX | fcntl.LOCK_NB) != "ok":
+            seen.append("flock")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        for name in ("F_GETLK", "F_OFD_GETLK"):
+            found = fcntl.fcntl(fd, getattr(fcntl, name), _flock(fcntl.F_WRLCK))
+            if struct.unpack("hhqqi4x", found)[0] != fcntl.F_UNLCK:
+                seen.append(name)
+    finally:
+        os.close(fd)
+    info = os.stat(path)
+    inode = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    with open("/proc/locks") as f:
+        seen += [line.strip() for line in f if line.split()[5:6] == [inode]]
+    return seen
+
+
+@tool
+def keeps_sqlite() -> list[object]:
+    """Use a SQLite database in the work dir as an app would (WAL, two connections): its rows,
+    and what the second connection got while the first held an exclusive lock."""
+    first = sqlite3.connect("notes.db", isolation_level=None)
+    second = sqlite3.connect("notes.db", timeout=0, isolation_level=None)
+    try:
+        first.execute("PRAGMA journal_mode=wal")
+        first.execute("CREATE TABLE notes (text TEXT)")
+        first.execute("INSERT INTO notes VALUES ('kept')")
+        first.execute("BEGIN EXCLUSIVE")
+        try:
+            second.execute("BEGIN EXCLUSIVE")
+            refused = "not locked"
+        except sqlite3.OperationalError as e:
+            refused = str(e)
+        first.execute("COMMIT")
+        second.execute("INSERT INTO notes VALUES ('too')")
+        return [[row[0] for row in first.execute("SELECT text FROM notes")], refused]
+    finally:
+        first.close()
+        second.close()
 
 
 @tool

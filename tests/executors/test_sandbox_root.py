@@ -14,8 +14,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,7 @@ TOOLS = [
     e.touches,
     e.connects_unix,
     e.opens_sockets,
+    e.keeps_sqlite,
 ]
 
 
@@ -42,7 +45,7 @@ def box() -> Iterator[Sandbox]:
         yield sandbox
 
 
-NEW_LAYERS = ("ipc_namespace", "private_root", "socket_families")
+NEW_LAYERS = ("ipc_namespace", "private_root", "private_locks", "socket_families")
 
 
 def test_the_new_layers_are_reported_and_can_be_required() -> None:
@@ -187,6 +190,73 @@ def test_host_files_cannot_be_touched_locked_or_tagged(box: Sandbox, world: Path
     outcome = box.run("touches", {"path": str(target), "lock": str(lock)})
     assert set(json.loads(outcome.content).values()) == {"FileNotFoundError"}
     assert target.stat().st_mtime_ns == before and os.listxattr(target) == []
+
+
+def test_no_lock_a_call_takes_on_a_file_of_its_root_reaches_the_host(world: Path) -> None:
+    needs("private_locks")
+    world.chmod(0o777)  # where the call and the host meet
+    paths = [os.path.realpath(p) for p in (sys.executable, os.__file__, e.__file__)]
+    limits = SandboxLimits(wall_s=30, writable_paths=(str(world),))
+    with Sandbox([e.holds_locks], limits) as box, ThreadPoolExecutor(1) as pool:
+        call = pool.submit(box.run, "holds_locks", {"paths": paths, "meeting": str(world)})
+        try:
+            for _ in range(2000):
+                if (world / "ready").exists() or call.done():
+                    break
+                time.sleep(0.01)
+            assert (world / "ready").exists(), call.result()
+            seen = {path: e.locks_seen(path) for path in paths}
+        finally:
+            (world / "looked").write_text("")
+        taken = json.loads(call.result().content)
+    assert all(taken[path]["flock"] == "ok" for path in paths), taken  # the call holds them
+    assert seen == {path: [] for path in paths}, taken
+
+
+_MOUNTED = """
+import json, os, subprocess, sys
+package, over = sys.argv[1:]
+subprocess.run(["mount", "-t", "tmpfs", "tmpfs", package + "/data"], check=True)
+with open(package + "/data/inside.txt", "w") as f:
+    f.write("a mount below")
+subprocess.run(["mount", "--bind", over, package + "/conf.txt"], check=True)
+sys.path.insert(0, os.path.dirname(package))
+from turnstile.executors.sandbox import Sandbox
+with Sandbox(["mounted:reads"]) as box:
+    found = box.run("reads", {"paths": [package + "/data/inside.txt", package + "/conf.txt"]})
+print(json.dumps([found.content, found.is_error]))
+"""
+_READS = '''
+from pathlib import Path
+
+def reads(paths: list[str]) -> list[str]:
+    """The text of each of `paths`."""
+    return [Path(path).read_text() for path in paths]
+'''
+
+
+def test_a_mount_below_a_path_of_the_root_shows_in_it(tmp_path: Path) -> None:
+    needs("private_root")
+    package = tmp_path / "mounted"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text(_READS)
+    (package / "conf.txt").write_text("the file under the mount")
+    (tmp_path / "over.txt").write_text("a file mounted on another")
+    in_own_mounts = ["unshare", "--mount", "--propagation", "private", sys.executable]
+    host = subprocess.run(
+        [*in_own_mounts, "-c", _MOUNTED, str(package), str(tmp_path / "over.txt")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    content, is_error = json.loads(host.stdout or "[null, null]")
+    assert json.loads(content) == ["a mount below", "a file mounted on another"], host.stderr
+    assert not is_error
+
+
+def test_sqlite_in_the_call_s_work_dir_locks_as_usual(box: Sandbox) -> None:
+    outcome = box.run("keeps_sqlite", {})
+    assert json.loads(outcome.content) == [["kept", "too"], "database is locked"], outcome
 
 
 def test_a_unix_socket_on_the_host_is_unreachable(box: Sandbox, world: Path) -> None:
