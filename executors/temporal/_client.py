@@ -51,7 +51,7 @@ class _Follower:
     ) -> None:
         self.loop = loop
         self._on_event = on_event
-        self._narrator = None if on_update is None else Narrator(on_update)
+        self._narrator = None if on_update is None else Narrator(on_update, loop)
 
     def catch_up(self, events: Sequence[Event]) -> None:
         """Show the events past those already shown."""
