@@ -8,7 +8,15 @@ act on, never a traceback.
 
 from __future__ import annotations
 
-__all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolSpec", "call_problem", "tool"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolOutcome",
+    "ToolSpec",
+    "call_problem",
+    "sync_failure",
+    "tool",
+]
 
 import inspect
 import sys
@@ -193,7 +201,7 @@ class Tool:
         try:
             return ToolOutcome(render(self.fn(**checked)))
         except BaseException as e:  # no one cancels a sync function: a cancel is its own failure
-            if not isinstance(e, Exception) and not _asyncio_cancel(e):
+            if not sync_failure(e):
                 raise
             return self.failed(e)
 
@@ -213,8 +221,12 @@ class Tool:
             return self.failed(e)
 
 
-def _asyncio_cancel(exc: BaseException) -> bool:
-    """Whether `exc` is asyncio's `CancelledError` (none exists before asyncio is imported)."""
+def sync_failure(exc: BaseException) -> bool:
+    """Whether `exc`, raised by a sync call, is that call's own failure: any `Exception`, and
+    asyncio's `CancelledError` (no one cancels a sync call; none exists before asyncio is
+    imported). Anything else (KeyboardInterrupt, SystemExit) is the process's, not the call's."""
+    if isinstance(exc, Exception):
+        return True
     asyncio = sys.modules.get("asyncio")
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 

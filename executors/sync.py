@@ -9,7 +9,6 @@ from __future__ import annotations
 
 __all__ = ["call_model", "run"]
 
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +30,7 @@ from turnstile.core import (
     ToolReturned,
     ToolStarted,
 )
+from turnstile.core._tools import sync_failure
 from turnstile.providers import Delta
 
 from ._events import Update
@@ -48,12 +48,6 @@ from ._run import (
 from ._toolbox import as_runner, caller
 
 Approver = Callable[[AwaitApproval], "bool | str"]
-
-
-def _asyncio_cancel(exc: BaseException) -> bool:
-    """Whether `exc` is asyncio's `CancelledError` (none exists before asyncio is imported)."""
-    asyncio = sys.modules.get("asyncio")
-    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
 def call_model(
@@ -76,7 +70,7 @@ def call_model(
         else:
             response = model.complete(command.request, on_delta=on_delta)  # type: ignore[call-arg]
     except BaseException as e:  # no one cancels a sync call: a cancel is the client's failure
-        if not isinstance(e, Exception) and not _asyncio_cancel(e):
+        if not sync_failure(e):
             raise
         return model_failed(command.id, e, now())
     return ModelReplied(command.id, response, now=now())
