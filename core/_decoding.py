@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import msgspec
+
 T = TypeVar("T")
 
 MAX_DEPTH = 256
@@ -47,8 +49,8 @@ def decoded(
         raise fail(f"nested deeper than {depth} levels")
     try:
         return decode(data)
-    except ValueError as e:  # msgspec's DecodeError and ValidationError, json's, UnicodeError
-        raise fail(str(e)) from None
+    except (ValueError, msgspec.MsgspecError) as e:  # json's, UnicodeError; msgspec's errors
+        raise fail(str(e)) from None  # (a ValueError only from msgspec 0.20 on)
     except RecursionError:  # a malformed nest the count above cannot see
         raise fail(f"nested deeper than {depth} levels") from None
     except MemoryError:
