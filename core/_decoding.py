@@ -19,8 +19,6 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import msgspec
-
 T = TypeVar("T")
 
 MAX_DEPTH = 256
@@ -49,8 +47,8 @@ def decoded(
         raise fail(f"nested deeper than {depth} levels")
     try:
         return decode(data)
-    except (ValueError, msgspec.MsgspecError) as e:  # json's, UnicodeError; msgspec's errors
-        raise fail(str(e)) from None  # (a ValueError only from msgspec 0.20 on)
+    except ValueError as e:  # json's, msgspec's (a ValueError from 0.21 on), UnicodeError
+        raise fail(str(e)) from None
     except RecursionError:  # a malformed nest the count above cannot see
         raise fail(f"nested deeper than {depth} levels") from None
     except MemoryError:

@@ -49,8 +49,14 @@ def check_output(kind: Any) -> None:
     """Raise `InvalidSpec` unless `kind` can type a final answer (each type checked once). A
     type's import name (`module:qualname`) is how JSON carries one: an executor that ships a
     spec so (Temporal) imports it again, and only then is it checked."""
-    if isinstance(kind, str) and _IMPORT_NAME.fullmatch(kind):
-        return
+    if isinstance(kind, str):
+        if _IMPORT_NAME.fullmatch(kind):
+            return
+        raise InvalidSpec(
+            f"{kind!r} is no type; a string names one only by its import name "
+            "(module:qualname, a class a module defines at its top level)",
+            field="LoopSpec.output",
+        )
     try:
         _check_output(kind)
     except TypeError as e:  # unhashable, or a value msgspec cannot describe

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 from turnstile.core import (
     Guards,
+    InvalidSpec,
     Loop,
     LoopSpec,
     OutputFormat,
@@ -93,6 +94,14 @@ def test_native_structured_output_is_asked_of_the_format_and_checked() -> None:
 def test_an_output_type_must_be_an_object() -> None:
     with pytest.raises(ValueError, match="must be an object type"):
         Loop(LoopSpec(output=list[int]))
+
+
+@pytest.mark.parametrize("name", ["Weather", "tests.x:f.<locals>.Local", "a b", ""])
+def test_a_string_that_is_no_import_name_is_refused_as_an_output_type(name: str) -> None:
+    """A string stands for a type only as `module:qualname`; any other is refused as a spec
+    error (msgspec before 0.20 read it as a forward reference and raised a SyntaxError)."""
+    with pytest.raises(InvalidSpec, match="import name"):
+        LoopSpec(output=name)
 
 
 def test_the_loop_offers_the_tool_choice_it_decides() -> None:
