@@ -12,6 +12,7 @@ import msgspec
 
 from ._commands import ModelRequest, Purpose
 from ._guards import canonical
+from ._machine import Phase
 from ._messages import Message, UserMessage
 from ._observations import Event, Started
 from ._output import Output
@@ -43,7 +44,7 @@ def request(
     """The next request, sending `messages` (the ledger, or what compaction makes of it) to
     `model`. Finalizing, it offers no tools: the answer must come from what is known."""
     cache = spec.cache if spec.cache.enabled else None
-    final = st.phase == "finalizing"
+    final = st.phase is Phase.finalizing
     return ModelRequest(
         spec.system,
         messages,

@@ -32,7 +32,22 @@ from ._cost import Price
 from ._errors import ProtocolError
 from ._guards import FINALIZABLE, Checks, estimate_tokens, message_tokens, part_tokens
 from ._history import History
-from ._machine import TABLE
+from ._machine import (
+    APPROVE,
+    ASK,
+    COMPACT,
+    COMPACTING,
+    DONE,
+    FINALIZE,
+    FINALIZING,
+    FINISH,
+    MODEL,
+    RUN,
+    TABLE,
+    WAIT,
+    Decision,
+    Phase,
+)
 from ._messages import (
     AssistantMessage,
     Message,
@@ -83,7 +98,7 @@ _DONE, _QUEUED, _RUNNING, _STARTED, _APPROVAL = (
     CallStatus.approval,
 )
 _SENT = frozenset({_RUNNING})
-_PENDING = frozenset({"awaiting_tools", "awaiting_approval"})
+_PENDING = frozenset({Phase.awaiting_tools, Phase.awaiting_approval})
 _ENDS = {  # a reply that ends the run whatever it holds
     ModelStop.refusal: StopReason.refusal,
     ModelStop.content_filter: StopReason.refusal,
@@ -121,7 +136,7 @@ class Loop:
         self._view_n = 0
         # the step under way: the table's moves for its event, and whether it came past the
         # deadline (time enters a step once, with its observation)
-        self._moves: dict[str, str] = {}
+        self._moves: dict[Decision, Phase] = {}
         self._now = 0.0
         self._late = False
 
@@ -160,7 +175,7 @@ class Loop:
         """The commands the state still waits on, as they were sent: what a resumed executor
         (after `load` or `replay`) must carry out again."""
         st = self.state
-        if st.phase == "done":
+        if st.phase is DONE:
             return [Finish(st.stop_reason, typed(self._output, st.stop_reason, st.output))]
         commands: list[Command] = []
         if st.pending_model is not None:
@@ -185,7 +200,7 @@ class Loop:
         """When (on the clock that stamps observations) the deadline guard will fire, so an
         executor can send a `Tick` then; None when no deadline can fire any more."""
         st = self.state
-        if st.phase == "finalizing" or st.phase == "done":
+        if st.phase is FINALIZING or st.phase is DONE:
             return None
         return self._checks.deadline(st)
 
@@ -194,7 +209,7 @@ class Loop:
         `next_deadline()` sends one only then, so clocks that disagree by a rounding never make
         it tick in a loop."""
         st = self.state
-        if st.phase == "finalizing" or st.phase == "done":
+        if st.phase is FINALIZING or st.phase is DONE:
             return False
         return self._checks.deadline_passed(st, now)
 
@@ -223,7 +238,7 @@ class Loop:
             raise ProtocolError(f"start() in phase {st.phase}: the run is under way")
         event = started(prompt, now, self._last_time(), st.messages, tools or self.spec.tools)
         self._offer(event.tools)
-        if st.phase == "done":
+        if st.phase is DONE:
             new_run(st)
         else:
             st.context_tokens = estimate_tokens(self.spec.system or "")
@@ -262,7 +277,7 @@ class Loop:
                 return self._on_resumed(obs)
         raise ProtocolError(f"{type(obs).__name__} is recorded by start(), never sent")
 
-    def _step(self, moves: dict[str, str], now: float) -> None:
+    def _step(self, moves: dict[Decision, Phase], now: float) -> None:
         """The step under way: the table's moves for its event, its time, and whether the run's
         own time has reached the deadline (time enters a step once, with its event)."""
         self._moves = moves
@@ -300,14 +315,14 @@ class Loop:
             price = self._price(obs.model)
             if price is not None:  # a float, so the state dumps: more than any budget
                 st.cost = min(st.cost + price.of(usage), sys.float_info.max)
-        if st.phase == "compacting":
+        if st.phase is COMPACTING:
             return self._summarized(text_of(content), obs.command_id)
         st.messages.append(AssistantMessage(content))
         if usage.input_tokens:
             st.context_tokens = usage.input_tokens + usage.output_tokens
         else:
             st.context_tokens += part_tokens(content)
-        if st.phase == "finalizing":
+        if st.phase is FINALIZING:
             refuse(self.state, calls, "the run is finishing")
             return self._finish(st.stop_reason, text_of(response.content))
         st.turns += 1
@@ -342,7 +357,7 @@ class Loop:
         p = find(self.state, obs, _SENT)
         self.state.events.append(obs)
         p.status = _STARTED
-        self.state.phase = self._moves["wait"]
+        self.state.phase = self._moves[WAIT]
         return []
 
     def _on_resumed(self, obs: Resumed) -> list[Command]:
@@ -354,10 +369,10 @@ class Loop:
             commands = self._dispatch()  # the deadline, too, as for a result
             if st.phase not in _PENDING:
                 return commands  # the round is over: what comes next
-        elif self._late and st.phase in ("awaiting_model", "compacting"):
+        elif self._late and st.phase in (MODEL, COMPACTING):
             return self._stop(StopReason.deadline, _DEADLINE)
         else:
-            st.phase = self._moves["wait"]
+            st.phase = self._moves[WAIT]
         return self.outstanding_commands()
 
     def _on_failed(self, obs: ModelFailed) -> list[Command]:
@@ -366,8 +381,8 @@ class Loop:
             raise self._unmatched(obs)
         st.events.append(self._answered_by(obs))
         st.pending_model = st.retry_at = None
-        finalizing = st.phase == "finalizing"
-        again = "compact" if st.phase == "compacting" else "ask"
+        finalizing = st.phase is FINALIZING
+        again = COMPACT if st.phase is COMPACTING else ASK
         if obs.retryable and st.retries < self._checks.max_retries:
             at = obs.now + self._checks.retry_wait(st.retries, obs.retry_after, obs.command_id)
             if not finalizing and (self._late or self._checks.deadline_passed(st, at)):
@@ -417,9 +432,9 @@ class Loop:
     def _on_tick(self, obs: Tick) -> list[Command]:
         st = self.state
         st.events.append(obs)
-        if st.phase != "finalizing" and self._late:
+        if st.phase is not FINALIZING and self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
-        st.phase = self._moves["wait"]
+        st.phase = self._moves[WAIT]
         return []
 
     def _on_cancelled(self, obs: Cancelled) -> list[Command]:
@@ -479,9 +494,9 @@ class Loop:
             return self._stop(StopReason.deadline, _DEADLINE)
         commands, open_ = schedule(st.round, self._tools)
         if open_ is _BUSY:
-            st.phase = self._moves["run"]
+            st.phase = self._moves[RUN]
         elif open_ is _ASKED:
-            st.phase = self._moves["approve"]
+            st.phase = self._moves[APPROVE]
             self._checks.awaiting_human(st, self._now)
         else:
             return self._complete_round()
@@ -536,14 +551,14 @@ class Loop:
             if cut is not None:
                 if policy.strategy == "summarize":
                     st.summarizing = cut
-                    return self._ask("compact")
+                    return self._ask(COMPACT)
                 self._compacted(
                     compacted(policy.strategy, st.messages, last, cut, st.context_tokens)
                 )
                 reason = self._checks.before_turn(st)
         if reason is not None:
             return self._stop(reason)
-        return self._ask("ask")
+        return self._ask(ASK)
 
     def _compacted(self, record: Compacted) -> None:
         st = self.state
@@ -570,11 +585,11 @@ class Loop:
         if reason in FINALIZABLE and self.spec.guards.finalize and st.turns > 0:
             st.stop_reason = reason
             st.messages.append(UserMessage(self.spec.guards.finalize_prompt))
-            return self._ask("finalize")
+            return self._ask(FINALIZE)
         return self._finish(reason, None)
 
-    def _ask(self, decision: str, not_before: float | None = None) -> list[Command]:
-        """Move on `decision` ("ask", or "finalize"), then ask the model (a retry: not before
+    def _ask(self, decision: Decision, not_before: float | None = None) -> list[Command]:
+        """Move on `decision` (ask, compact or finalize), then ask the model (a retry: not before
         `not_before`)."""
         st = self.state
         st.phase = self._moves[decision]
@@ -632,7 +647,7 @@ class Loop:
         st.output = output
         st.pending_model = st.retry_at = None
         st.summarizing = None
-        st.phase = self._moves["finish"]
+        st.phase = self._moves[FINISH]
         return [Finish(reason, typed(self._output, reason, output))]
 
 
