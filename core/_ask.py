@@ -15,7 +15,7 @@ from ._commands import ModelRequest, Purpose
 from ._compaction import DEFAULT_SUMMARY_PROMPT, rewrite
 from ._guards import canonical
 from ._history import History
-from ._machine import Phase
+from ._machine import FINALIZING
 from ._messages import Message, UserMessage
 from ._observations import Event, Started
 from ._output import Output
@@ -47,7 +47,7 @@ def request(
     """The next request, sending `messages` (the ledger, or what compaction makes of it) to
     `model`. Finalizing, it offers no tools: the answer must come from what is known."""
     cache = spec.cache if spec.cache.enabled else None
-    final = st.phase is Phase.finalizing
+    final = st.phase is FINALIZING
     return ModelRequest(
         spec.system,
         messages,

@@ -174,7 +174,7 @@ MACHINE = Machine(
 """`TABLE` as a `transitions` machine: one trigger per move, named by `trigger()`."""
 
 NEXT: dict[tuple[Phase, type[Observation], Decision], Phase] = {
-    (Phase(source), *_MOVES[name]): Phase(t.dest)
+    (Phase(source), *_MOVES[name]): Phase(str(t.dest))
     for name, event in MACHINE.events.items()
     for source, moves in event.transitions.items()
     for t in moves

@@ -6,7 +6,6 @@ from __future__ import annotations
 __all__ = [
     "compaction_made",
     "model_answered",
-    "reply_counted",
     "round_written",
     "run_started",
     "summary_written",
@@ -22,7 +21,7 @@ from ._cost import Price
 from ._guards import estimate_tokens, message_tokens, part_tokens
 from ._machine import DONE
 from ._messages import ToolCall, ToolResult, ToolResults, Usage
-from ._observations import ModelReplied, Started
+from ._observations import Started
 from ._round import INTERRUPTED
 from ._spec import LoopSpec
 from ._state import Compacted, LoopState, new_run
@@ -41,19 +40,17 @@ def run_started(st: LoopState, spec: LoopSpec, event: Started) -> None:
     st.context_tokens += sum(message_tokens(m) for m in event.messages)
 
 
-def model_answered(st: LoopState, spec: LoopSpec, obs: Any) -> Any:
-    """The model call outstanding is answered by `obs` (a reply or a failure): it is recorded,
-    saying which model answered, and no call is outstanding any more."""
+def model_answered(st: LoopState, spec: LoopSpec, obs: Any, usage: Usage | None = None) -> Any:
+    """The model call outstanding is answered by `obs` (a reply, with its `usage`, or a
+    failure): it is recorded, saying which model answered, no call is outstanding any more, and
+    a reply's cost is counted whatever is decided next."""
     models = spec.models
     if obs.model is None and models:  # the executor's word, else the model asked
         obs = msgspec.structs.replace(obs, model=models[min(st.model_index, len(models) - 1)])
     st.events.append(obs)
     st.pending_model = st.retry_at = None
-    return obs
-
-
-def reply_counted(st: LoopState, spec: LoopSpec, obs: ModelReplied, usage: Usage) -> None:
-    """A reply's cost is counted, whatever is decided next; its retries start again."""
+    if usage is None:
+        return obs
     if st.retries:
         st.retries = 0
     st.usage = st.usage + usage
@@ -61,6 +58,7 @@ def reply_counted(st: LoopState, spec: LoopSpec, obs: ModelReplied, usage: Usage
         price = _price(st, spec, obs.model)
         if price is not None:  # a float, so the state dumps: more than any budget
             st.cost = min(st.cost + price.of(usage), sys.float_info.max)
+    return obs
 
 
 def _price(st: LoopState, spec: LoopSpec, model: str | None) -> Price | None:

@@ -54,7 +54,6 @@ from ._observations import (
     Event,
     ModelFailed,
     ModelReplied,
-    Observation,
     Resumed,
     Started,
     Tick,
@@ -65,7 +64,6 @@ from ._output import OUTPUT_TOOL, Output, answered, typed
 from ._record import (
     compaction_made,
     model_answered,
-    reply_counted,
     round_written,
     run_started,
     summary_written,
@@ -152,32 +150,8 @@ class Step:
         st = self.state
         self.offer(event.tools)
         run_started(st, self.spec, event)
-        self._step(moves, event.now)
+        self.at(moves, event.now)
         return self._next_turn()
-
-    def send(self, moves: dict[Decision, Phase], obs: Observation) -> list[Command]:
-        """Take `obs` (checked, and listed for the phase: its `moves`)."""
-        self._step(moves, obs.now)
-        match obs:  # most frequent first: a reply's calls each return
-            case ToolReturned():
-                return self._on_returned(obs)
-            case ModelReplied():
-                return self._on_replied(obs)
-            case ToolStarted():
-                return self._on_started(obs)
-            case ModelFailed():
-                return self._on_failed(obs)
-            case Approved():
-                return self._on_approved(obs)
-            case Denied():
-                return self._on_denied(obs)
-            case Tick():
-                return self._on_tick(obs)
-            case Cancelled():
-                return self._on_cancelled(obs)
-            case Resumed():
-                return self._on_resumed(obs)
-        raise ProtocolError(f"{type(obs).__name__} is recorded by start(), never sent")
 
     def apply(
         self, decision: Decision, commands: list[Command], not_before: float | None = None
@@ -187,17 +161,18 @@ class Step:
         (tools to run, approvals to ask for)."""
         st = self.state
         st.phase = self._moves[decision]
-        if decision is FINISH:
-            reason = st.stop_reason
-            return [Finish(reason, typed(self.output, reason, st.output))]
         if decision in _ASKS:
             st.model_calls += 1
             st.pending_model = command_id = f"model-{st.model_calls}"
             st.retry_at = not_before
-            return [CallModel(command_id, self.request(), not_before)]
+            request = self.requests.next(st, self.offered, self.output)
+            return [CallModel(command_id, request, not_before)]
+        if decision is FINISH:
+            reason = st.stop_reason
+            return [Finish(reason, typed(self.output, reason, st.output))]
         return commands
 
-    def _step(self, moves: dict[Decision, Phase], now: float) -> None:
+    def at(self, moves: dict[Decision, Phase], now: float) -> None:
         """The step under way: the table's moves for its event, its time, and whether the run's
         own time has reached the deadline (time enters a step once, with its event)."""
         self._moves = moves
@@ -206,7 +181,7 @@ class Step:
 
     # -- each observation --------------------------------------------------------------------
 
-    def _on_replied(self, obs: ModelReplied) -> list[Command]:
+    def on_replied(self, obs: ModelReplied) -> list[Command]:
         st = self.state
         if obs.command_id != st.pending_model:
             raise self._unmatched(obs)
@@ -219,9 +194,8 @@ class Step:
         reused: dict[str, str] = {}
         if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
             content, calls, reused = renamed(content)
-        obs = model_answered(st, self.spec, obs)
         usage = response.usage
-        reply_counted(st, self.spec, obs, usage)
+        model_answered(st, self.spec, obs, usage)
         if st.phase is COMPACTING:
             summary_written(st, text_of(content), obs.command_id)
             return self._next_turn()
@@ -251,7 +225,7 @@ class Step:
             return self._finish(StopReason.completed, answer)
         return self._wrong_answer(UserMessage(problem))
 
-    def _on_returned(self, obs: ToolReturned) -> list[Command]:
+    def on_returned(self, obs: ToolReturned) -> list[Command]:
         st = self.state
         p = find(st, obs, _BUSY)
         st.events.append(obs)
@@ -261,13 +235,13 @@ class Step:
             return self._complete_round()  # the reply's only call: nothing left to start
         return self._dispatch()
 
-    def _on_started(self, obs: ToolStarted) -> list[Command]:
+    def on_started(self, obs: ToolStarted) -> list[Command]:
         p = find(self.state, obs, _SENT)
         self.state.events.append(obs)
         p.status = _STARTED
         return self.apply(WAIT, [])
 
-    def _on_resumed(self, obs: Resumed) -> list[Command]:
+    def on_resumed(self, obs: Resumed) -> list[Command]:
         """Another process goes on: settle the calls a crash interrupted, hand out the rest."""
         st = self.state
         st.events.append(obs)
@@ -282,7 +256,7 @@ class Step:
             self.apply(WAIT, [])
         return self.outstanding()
 
-    def _on_failed(self, obs: ModelFailed) -> list[Command]:
+    def on_failed(self, obs: ModelFailed) -> list[Command]:
         st = self.state
         if obs.command_id != st.pending_model:
             raise self._unmatched(obs)
@@ -303,28 +277,28 @@ class Step:
             return self.apply(again, [])
         return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
 
-    def _on_approved(self, obs: Approved) -> list[Command]:
+    def on_approved(self, obs: Approved) -> list[Command]:
         p = find(self.state, obs, _ASKED)
         self.state.events.append(obs)
         self.checks.human_answered(self.state, self._now)
         p.status = _QUEUED
         return self._dispatch()
 
-    def _on_denied(self, obs: Denied) -> list[Command]:
+    def on_denied(self, obs: Denied) -> list[Command]:
         p = find(self.state, obs, _ASKED)
         self.state.events.append(obs)
         self.checks.human_answered(self.state, self._now)
         resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
         return self._dispatch()
 
-    def _on_tick(self, obs: Tick) -> list[Command]:
+    def on_tick(self, obs: Tick) -> list[Command]:
         st = self.state
         st.events.append(obs)
         if st.phase is not FINALIZING and self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
         return self.apply(WAIT, [])
 
-    def _on_cancelled(self, obs: Cancelled) -> list[Command]:
+    def on_cancelled(self, obs: Cancelled) -> list[Command]:
         self.state.events.append(obs)
         self.checks.human_answered(self.state, self._now)
         close(self.state, f"the run was cancelled ({obs.reason or 'no reason given'})")
