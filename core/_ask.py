@@ -3,20 +3,24 @@ far, the tools offered and whether one must be called, caching, and the answer's
 
 from __future__ import annotations
 
-__all__ = ["cache_key", "request", "summary_request"]
+__all__ = ["Requests", "cache_key", "request", "summary_request"]
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from ._commands import ModelRequest, Purpose
+from ._compaction import DEFAULT_SUMMARY_PROMPT, rewrite
 from ._guards import canonical
+from ._history import History
+from ._machine import FINALIZING
 from ._messages import Message, UserMessage
 from ._observations import Event, Started
 from ._output import Output
 from ._spec import LoopSpec
-from ._state import LoopState
+from ._state import Compacted, LoopState
 from ._tools import ToolSpec
 
 
@@ -43,7 +47,7 @@ def request(
     """The next request, sending `messages` (the ledger, or what compaction makes of it) to
     `model`. Finalizing, it offers no tools: the answer must come from what is known."""
     cache = spec.cache if spec.cache.enabled else None
-    final = st.phase == "finalizing"
+    final = st.phase is FINALIZING
     return ModelRequest(
         spec.system,
         messages,
@@ -84,3 +88,53 @@ def summary_request(
         None,
         model,
     )
+
+
+class Requests:
+    """Makes each request of a loop, keeping what requests send once the conversation was
+    compacted: derived from the state's last compaction, kept between requests and extended as
+    the ledger grows (so a provider's cache of its wire form holds), rebuilt after a new
+    compaction or a load."""
+
+    __slots__ = ("_key", "_view", "_view_n", "_view_of", "spec")
+
+    def __init__(self, spec: LoopSpec) -> None:
+        self.spec = spec
+        self._key: str | None = spec.cache.key
+        self._view: list[Message] = []
+        self._view_of: Compacted | None = None
+        self._view_n = 0
+
+    def next(
+        self, st: LoopState, offered: Sequence[ToolSpec], output: Output | None
+    ) -> ModelRequest:
+        """The request of the model call `st` asks for next."""
+        spec = self.spec
+        if self._key is None and spec.cache.enabled:
+            self._key = cache_key(st.events)
+        models = spec.models
+        model = models[min(st.model_index, len(models) - 1)] if models else None
+        if st.summarizing is not None:
+            older = self._sent(st, st.summarizing)
+            # a loaded state may be summarizing under a spec that no longer compacts
+            policy = spec.compaction
+            prompt = DEFAULT_SUMMARY_PROMPT if policy is None else policy.prompt
+            return summary_request(spec, offered, older, prompt, self._key, model)
+        messages = self._sent(st, None)
+        return request(spec, st, offered, output, self._key, messages, model)
+
+    def _sent(self, st: LoopState, upto: int | None) -> Any:
+        """What a request sends of the ledger (up to `upto`, else all of it): the ledger itself
+        as an O(1) `History`, or, once compacted, the rewrite the last compaction makes."""
+        messages = st.messages
+        if not st.compactions:
+            return History(messages, len(messages)) if upto is None else messages[:upto]
+        last = st.compactions[-1]
+        if upto is not None:
+            return rewrite(messages, last, upto)
+        if self._view_of is not last:
+            self._view, self._view_of = rewrite(messages, last, len(messages)), last
+        else:
+            self._view += messages[self._view_n :]
+        self._view_n = len(messages)
+        return History(self._view, len(self._view))

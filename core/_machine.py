@@ -23,8 +23,20 @@ The decisions:
 
 from __future__ import annotations
 
-__all__ = ["ACCEPTS", "MACHINE", "NEXT", "PHASES", "TABLE", "dot", "mermaid", "trigger"]
+__all__ = [
+    "ACCEPTS",
+    "MACHINE",
+    "NEXT",
+    "PHASES",
+    "TABLE",
+    "Decision",
+    "Phase",
+    "dot",
+    "mermaid",
+    "trigger",
+]
 
+from enum import StrEnum
 from typing import Literal
 
 from transitions import Machine
@@ -43,78 +55,96 @@ from ._observations import (
     ToolStarted,
 )
 
-PHASES = (
-    "idle",
-    "awaiting_model",
-    "awaiting_tools",
-    "awaiting_approval",
-    "compacting",
-    "finalizing",
-    "done",
-)
+
+class Phase(StrEnum):
+    """Where the loop is; a plain string in a dump."""
+
+    idle = "idle"
+    awaiting_model = "awaiting_model"
+    awaiting_tools = "awaiting_tools"
+    awaiting_approval = "awaiting_approval"
+    compacting = "compacting"
+    finalizing = "finalizing"
+    done = "done"
+
+
+class Decision(StrEnum):
+    """What the loop makes of an event: the move the table takes (see the module's docstring)."""
+
+    ask = "ask"
+    run = "run"
+    approve = "approve"
+    wait = "wait"
+    finalize = "finalize"
+    compact = "compact"
+    finish = "finish"
+
+
+PHASES = tuple(Phase)
 IDLE, MODEL, TOOLS, APPROVAL, COMPACTING, FINALIZING, DONE = PHASES
+ASK, RUN, APPROVE, WAIT, FINALIZE, COMPACT, FINISH = tuple(Decision)
 
 # a budget can run out (or the deadline pass) whatever happened, and a run can always end
-_OUT = {"finalize": FINALIZING, "finish": DONE}
+_OUT = {FINALIZE: FINALIZING, FINISH: DONE}
 # before each turn the loop may first have the older turns summarized
-_TURN = {"ask": MODEL, "compact": COMPACTING}
+_TURN = {ASK: MODEL, COMPACT: COMPACTING}
 
-TABLE: dict[str, dict[type[Observation], dict[str, str]]] = {
+TABLE: dict[Phase, dict[type[Observation], dict[Decision, Phase]]] = {
     IDLE: {
-        Started: {**_TURN, "finish": DONE},
-        Cancelled: {"finish": DONE},
+        Started: {**_TURN, FINISH: DONE},
+        Cancelled: {FINISH: DONE},
     },
     MODEL: {
-        ModelReplied: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
-        ModelFailed: {"ask": MODEL, **_OUT},
-        Tick: {"wait": MODEL, **_OUT},
-        Resumed: {"wait": MODEL, **_OUT},
-        Cancelled: {"finish": DONE},
+        ModelReplied: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        ModelFailed: {ASK: MODEL, **_OUT},
+        Tick: {WAIT: MODEL, **_OUT},
+        Resumed: {WAIT: MODEL, **_OUT},
+        Cancelled: {FINISH: DONE},
     },
     TOOLS: {
-        ToolStarted: {"wait": TOOLS},
-        ToolReturned: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
-        Approved: {"run": TOOLS, **_OUT},
-        Denied: {"run": TOOLS, **_OUT},
-        Tick: {"wait": TOOLS, **_OUT},
-        Resumed: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
-        Cancelled: {"finish": DONE},
+        ToolStarted: {WAIT: TOOLS},
+        ToolReturned: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        Approved: {RUN: TOOLS, **_OUT},
+        Denied: {RUN: TOOLS, **_OUT},
+        Tick: {WAIT: TOOLS, **_OUT},
+        Resumed: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        Cancelled: {FINISH: DONE},
     },
     APPROVAL: {  # only a human can move it on: its time is not the run's, no deadline falls
-        Approved: {"run": TOOLS, "approve": APPROVAL},
-        Denied: {"run": TOOLS, "approve": APPROVAL, **_TURN, **_OUT},
-        Tick: {"wait": APPROVAL},
-        Resumed: {"approve": APPROVAL},
-        Cancelled: {"finish": DONE},
+        Approved: {RUN: TOOLS, APPROVE: APPROVAL},
+        Denied: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        Tick: {WAIT: APPROVAL},
+        Resumed: {APPROVE: APPROVAL},
+        Cancelled: {FINISH: DONE},
     },
     COMPACTING: {  # the summary is written: on to the turn (or another summary, or a stop)
         ModelReplied: {**_TURN, **_OUT},
-        ModelFailed: {"compact": COMPACTING, **_OUT},
-        Tick: {"wait": COMPACTING, **_OUT},
-        Resumed: {"wait": COMPACTING, **_OUT},
-        Cancelled: {"finish": DONE},
+        ModelFailed: {COMPACT: COMPACTING, **_OUT},
+        Tick: {WAIT: COMPACTING, **_OUT},
+        Resumed: {WAIT: COMPACTING, **_OUT},
+        Cancelled: {FINISH: DONE},
     },
     FINALIZING: {
-        ModelReplied: {"finish": DONE},
-        ModelFailed: {"ask": FINALIZING, "finish": DONE},
-        Tick: {"wait": FINALIZING},
-        Resumed: {"wait": FINALIZING},
-        Cancelled: {"finish": DONE},
+        ModelReplied: {FINISH: DONE},
+        ModelFailed: {ASK: FINALIZING, FINISH: DONE},
+        Tick: {WAIT: FINALIZING},
+        Resumed: {WAIT: FINALIZING},
+        Cancelled: {FINISH: DONE},
     },
     DONE: {  # a new run on the same conversation
-        Started: {**_TURN, "finish": DONE},
+        Started: {**_TURN, FINISH: DONE},
     },
 }
 
-ACCEPTS: dict[str, frozenset[type[Observation]]] = {
+ACCEPTS: dict[Phase, frozenset[type[Observation]]] = {
     phase: frozenset(events) for phase, events in TABLE.items()
 }
 """The events each phase takes; `Started` only through `Loop.start`."""
 
 
-def trigger(event: type[Observation], decision: str) -> str:
+def trigger(event: type[Observation], decision: Decision) -> str:
     """The name of a move in the `transitions` machine."""
-    return f"{event.__name__}_{decision}"
+    return f"{event.__name__}_{decision.value}"
 
 
 _MOVES = {
@@ -125,21 +155,26 @@ _MOVES = {
 }
 _TRANSITIONS = sorted(  # cancelling last, so the diagram draws the main flow first
     (
-        {"trigger": trigger(event, decision), "source": phase, "dest": after}
+        # plain strings: `transitions` would name an Enum state by its member's name
+        {"trigger": trigger(event, decision), "source": phase.value, "dest": after.value}
         for phase, events in TABLE.items()
         for event, decisions in events.items()
         for decision, after in decisions.items()
     ),
-    key=lambda t: t["trigger"] == trigger(Cancelled, "finish"),
+    key=lambda t: t["trigger"] == trigger(Cancelled, FINISH),
 )
 
 MACHINE = Machine(
-    model=None, states=list(PHASES), transitions=_TRANSITIONS, initial=IDLE, auto_transitions=False
+    model=None,
+    states=[p.value for p in PHASES],
+    transitions=_TRANSITIONS,
+    initial=IDLE.value,
+    auto_transitions=False,
 )
 """`TABLE` as a `transitions` machine: one trigger per move, named by `trigger()`."""
 
-NEXT: dict[tuple[str, type[Observation], str], str] = {
-    (source, *_MOVES[name]): str(t.dest)
+NEXT: dict[tuple[Phase, type[Observation], Decision], Phase] = {
+    (Phase(source), *_MOVES[name]): Phase(str(t.dest))
     for name, event in MACHINE.events.items()
     for source, moves in event.transitions.items()
     for t in moves
@@ -152,10 +187,10 @@ def _graph(engine: Literal["graphviz", "mermaid"]) -> object:
     from transitions.extensions.diagrams import GraphMachine
 
     drawn = GraphMachine(
-        states=list(PHASES),
+        states=[p.value for p in PHASES],
         # each arrow is labelled with the events that take it, not with every move's name
         transitions=[{**t, "label": _MOVES[t["trigger"]][0].__name__} for t in _TRANSITIONS],
-        initial=IDLE,
+        initial=IDLE.value,
         auto_transitions=False,
         graph_engine=engine,
         title="turnstile loop",

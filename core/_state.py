@@ -30,7 +30,7 @@ from ._commands import StopReason
 from ._decoding import decoded
 from ._errors import CorruptState, InvalidHistory
 from ._history import History, history_problems
-from ._machine import PHASES
+from ._machine import Phase
 from ._messages import AssistantMessage, Message, ToolCall, ToolResult, ToolResults, Usage
 from ._observations import Cancelled, Event, Started
 
@@ -84,7 +84,7 @@ class LoopState(msgspec.Struct, kw_only=True):
     one decides), and `summarizing`, in phase `compacting`, where the summary asked for ends.
     """
 
-    phase: str = "idle"
+    phase: Phase = Phase.idle
     messages: list[Message] = msgspec.field(default_factory=list)
     turns: int = 0
     usage: Usage = Usage()
@@ -137,6 +137,12 @@ class _Dump(msgspec.Struct):
     checksum: str | None = None
 
 
+class _Phase(msgspec.Struct):
+    """A state's phase alone, read to say why a state with an unknown one does not load."""
+
+    phase: str = "idle"
+
+
 class _Finalizing(msgspec.Struct):
     """Schema 1 kept the reason a run was finalizing for in `state.finalizing`."""
 
@@ -153,8 +159,10 @@ ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 _dump = msgspec.json.Decoder(_Dump)
 _state = msgspec.json.Decoder(LoopState)
 _schema_1 = msgspec.json.Decoder(_Finalizing)
-_PENDING = ("awaiting_tools", "awaiting_approval")  # a round is in flight
-_ASKING = ("awaiting_model", "finalizing", "compacting")  # a model call is outstanding
+_phase = msgspec.json.Decoder(_Phase)
+_PHASE_NAMES = frozenset(Phase)
+_PENDING = (Phase.awaiting_tools, Phase.awaiting_approval)  # a round is in flight
+_ASKING = (Phase.awaiting_model, Phase.finalizing, Phase.compacting)  # a model call outstanding
 
 
 def dump_state(state: LoopState) -> bytes:
@@ -174,14 +182,28 @@ def load_state(data: bytes | str) -> LoopState:
     body = bytes(dump.state)
     if dump.schema >= 2 and dump.checksum != f"{crc32(body):08x}":
         raise CorruptState("damaged state dump: its checksum does not match its state")
-    state = decoded(_state.decode, body, _damaged)
-    if dump.schema < 2 and state.phase == "finalizing":
+    try:
+        state = decoded(_state.decode, body, _damaged)
+    except CorruptState:
+        phase = _phase_named(body)
+        if phase is None or phase in _PHASE_NAMES:
+            raise
+        raise CorruptState(f"no loop can be in this state: unknown phase {phase!r}") from None
+    if dump.schema < 2 and state.phase is Phase.finalizing:
         finalizing = decoded(_schema_1.decode, body, _damaged).finalizing
         state.stop_reason = finalizing or StopReason.unknown
     problems = state_problems(state)
     if problems:
         raise CorruptState(f"no loop can be in this state: {'; '.join(problems)}")
     return state
+
+
+def _phase_named(body: bytes) -> str | None:
+    """The phase a state that did not decode names, if it names one as a string."""
+    try:
+        return _phase.decode(body).phase
+    except (ValueError, msgspec.MsgspecError, RecursionError, MemoryError):
+        return None
 
 
 def _not_a_dump(reason: str) -> CorruptState:
@@ -195,21 +217,19 @@ def _damaged(reason: str) -> CorruptState:
 def state_problems(st: LoopState) -> list[str]:
     """What makes `st` a state no loop could be in (its parts disagree); empty if nothing."""
     phase = st.phase
-    if phase not in PHASES:
-        return [f"unknown phase {phase!r}"]
     problems: list[str] = []
     add = problems.append
     if not any(type(e) is Started for e in st.events):  # never started: idle, or cancelled so
         untouched = not st.messages and st.started_at is None and st.pending_model is None
         cancelled = [type(e) for e in st.events] == [Cancelled]
         if untouched and (
-            (phase == "idle" and not st.events)
-            or (phase == "done" and cancelled and st.stop_reason is StopReason.cancelled)
+            (phase is Phase.idle and not st.events)
+            or (phase is Phase.done and cancelled and st.stop_reason is StopReason.cancelled)
         ):
             return []
         add(f"phase {phase}, yet it never started (no Started event)")
     else:
-        if phase == "idle":
+        if phase is Phase.idle:
             add("idle, yet started")
         if not st.messages:  # a run starts from at least one message
             add("started, yet its conversation is empty")
@@ -222,15 +242,15 @@ def state_problems(st: LoopState) -> list[str]:
             f"a model call outstanding in phase {phase}")  # fmt: skip
     elif st.pending_model is not None and st.pending_model != f"model-{st.model_calls}":
         add(f"the model call outstanding, {st.pending_model}, is not the last one asked")
-    if (phase == "compacting") != (st.summarizing is not None):
+    if (phase is Phase.compacting) != (st.summarizing is not None):
         add(f"a summary asked for is {st.summarizing is not None} in phase {phase}")
     if st.model_index < 0:
         add(f"model {st.model_index} of the spec's models asked")
     if st.retry_at is not None and st.pending_model is None:
         add("a retry time, but no model call outstanding")
-    if (phase in ("finalizing", "done")) != (st.stop_reason is not StopReason.unknown):
+    if (phase in (Phase.finalizing, Phase.done)) != (st.stop_reason is not StopReason.unknown):
         add(f"stop reason {st.stop_reason.value} in phase {phase}")
-    if (phase == "awaiting_approval") != (st.waiting_since is not None):
+    if (phase is Phase.awaiting_approval) != (st.waiting_since is not None):
         add(f"waiting for a human is {st.waiting_since is not None} in phase {phase}")
     problems += _round_problems(st)
     problems += _compaction_problems(st)
@@ -275,9 +295,9 @@ def _round_problems(st: LoopState) -> list[str]:
         return [f"a round in flight in phase {st.phase}"] if st.round else []
     problems: list[str] = []
     busy = CallStatus.running in statuses or CallStatus.started in statuses
-    if st.phase == "awaiting_tools" and not busy:
+    if st.phase is Phase.awaiting_tools and not busy:
         problems.append("awaiting tools, yet no call is running")
-    if st.phase == "awaiting_approval" and (CallStatus.approval not in statuses or busy):
+    if st.phase is Phase.awaiting_approval and (CallStatus.approval not in statuses or busy):
         problems.append("awaiting approval, yet no call waits for one alone")
     for p in st.round:
         if (p.status is CallStatus.done) != (p.result is not None):

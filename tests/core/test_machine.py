@@ -344,3 +344,45 @@ def test_every_move_of_the_table_is_made_by_some_run() -> None:
         f"{p} --{e.__name__}: {d}--> {NEXT[(p, e, d)]}" for p, e, d in set(NEXT) - seen
     )
     assert not missing, "moves no run makes:\n" + "\n".join(missing)
+
+
+def _phase_writers() -> set[str]:
+    """Every function of the core that assigns to a `.phase`, as `Class.function`."""
+    import ast
+    import pathlib
+
+    import turnstile.core
+
+    writers: set[str] = set()
+    for path in pathlib.Path(turnstile.core.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for cls in [tree, *(n for n in tree.body if isinstance(n, ast.ClassDef))]:
+            prefix = f"{cls.name}." if isinstance(cls, ast.ClassDef) else ""
+            for fn in cls.body:
+                if not isinstance(fn, ast.FunctionDef):
+                    continue
+                for node in ast.walk(fn):
+                    targets = (
+                        node.targets
+                        if isinstance(node, ast.Assign)
+                        else [node.target]
+                        if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                        else []
+                    )
+                    if any(isinstance(t, ast.Attribute) and t.attr == "phase" for t in targets):
+                        writers.add(f"{path.stem}:{prefix}{fn.name}")
+    return writers
+
+
+def test_one_apply_is_the_only_writer_of_the_phase() -> None:
+    assert _phase_writers() == {"_step:Step.apply"}
+
+
+def test_the_phase_is_a_member_in_the_loop_and_a_plain_string_in_the_dump() -> None:
+    from turnstile.core._machine import Phase
+
+    loop = Loop(LoopSpec())
+    loop.start("hi", 0.0)
+    assert loop.state.phase is Phase.awaiting_model
+    assert b'"phase":"awaiting_model"' in loop.dump()
+    assert Loop.load(LoopSpec(), loop.dump()).state.phase is Phase.awaiting_model
