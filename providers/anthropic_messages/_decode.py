@@ -18,7 +18,7 @@ from turnstile.core import (
     ToolCall,
     Usage,
 )
-from turnstile.core._decoding import decoded
+from turnstile.core.decoding import decoded
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._failures import error_failure
 from turnstile.providers._text import heal
