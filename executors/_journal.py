@@ -33,7 +33,7 @@ from zlib import crc32
 
 import msgspec
 from turnstile.core import Event, Loop, LoopSpec, Started, TurnstileError
-from turnstile.core._decoding import decoded
+from turnstile.core.decoding import decoded
 
 MAGIC = b"turnstile-journal\n"
 VERSION = 1

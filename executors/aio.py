@@ -54,7 +54,7 @@ try:
     import anyio.from_thread
     import anyio.to_thread
 except ModuleNotFoundError as error:
-    from turnstile.providers._optional import missing_extra
+    from turnstile.providers.extras import missing_extra
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 

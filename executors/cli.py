@@ -34,7 +34,7 @@ from turnstile.core import (
     history_problems,
     mermaid,
 )
-from turnstile.core._decoding import decoded
+from turnstile.core.decoding import decoded
 from turnstile.executors import CorruptJournal, Journal, RunFailed, TornJournal, sync, transcript
 from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
 from turnstile.providers import Delta, TextDelta
@@ -224,7 +224,7 @@ def _client(provider: str) -> tuple[Any, Any]:
 
         return wire, openai.OpenAI()
     except ModuleNotFoundError as error:
-        from turnstile.providers._optional import missing_extra
+        from turnstile.providers.extras import missing_extra
 
         raise missing_extra(error, sdk, needed_by=f"turnstile run --provider {provider}") from None
 

@@ -29,7 +29,7 @@ try:
     import mcp.types
     from anyio.from_thread import BlockingPortal, start_blocking_portal
 except ModuleNotFoundError as error:
-    from turnstile.providers._optional import missing_extra
+    from turnstile.providers.extras import missing_extra
 
     raise missing_extra(error, "mcp", needed_by="turnstile.executors.mcp") from None
 

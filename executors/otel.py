@@ -46,7 +46,7 @@ from turnstile.core import (
 try:
     from opentelemetry import trace
 except ModuleNotFoundError as error:
-    from turnstile.providers._optional import missing_extra
+    from turnstile.providers.extras import missing_extra
 
     raise missing_extra(error, "otel", needed_by="turnstile.executors.otel") from None
 

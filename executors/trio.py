@@ -11,7 +11,7 @@ __all__ = ["Updates", "run", "updates"]
 try:
     import trio  # noqa: F401  # this name promises trio: without it, say which extra installs it
 except ModuleNotFoundError as error:
-    from turnstile.providers._optional import missing_extra
+    from turnstile.providers.extras import missing_extra
 
     raise missing_extra(error, "trio", needed_by="turnstile.executors.trio") from None
 

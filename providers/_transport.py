@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import msgspec
 from turnstile.core import TurnstileError
-from turnstile.core._decoding import decoded
+from turnstile.core.decoding import decoded
 
 from ._optional import installed, missing_extra, required
 

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from turnstile.core import ModelResponse, ModelStop, Opaque, Part, Text, Thinking, ToolCall, Usage
-from turnstile.core._decoding import decoded, shallow
+from turnstile.core.decoding import decoded, shallow
 
 from ._errors import DecodeError
 from ._text import heal

@@ -3,9 +3,10 @@
 A trace (format: fixtures/README.md) says how its loop was set up (its `loop` section) and holds
 every HTTP exchange; `RecordingTransport` fills one from a live `httpx2` client. `spec_for`,
 `prompt_for` and `RecordedTools` rebuild the loop's side of it, `client_for` the provider's
-`Client` over the official SDK, wired to a replay of the exchanges: a request that differs from
-the recording raises `ReplayMismatch` with a diff of the two bodies. Driving the whole loop
-through an executor is `turnstile.executors.testing.replay`.
+`Client` over the official SDK, wired to a replay of the exchanges (`ReplayTransport` over
+`offline_sdk`): a request that differs from the recording raises `ReplayMismatch` with a diff of
+the two bodies. Driving the whole loop through an executor is
+`turnstile.executors.testing.replay`.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from __future__ import annotations
 __all__ = [
     "CLIENTS",
     "AsyncRecordingTransport",
+    "AsyncReplayTransport",
     "RecordedTools",
     "RecordingTransport",
     "ReplayMismatch",
+    "ReplayTransport",
     "Trace",
     "TraceError",
     "client_and_transport",
     "client_for",
     "load_trace",
+    "offline_sdk",
     "prompt_for",
     "spec_for",
 ]
@@ -57,6 +61,7 @@ from ._transport import (
     ReplayTransport,
     Trace,
     TraceError,
+    offline_sdk,
 )
 from ._transport import replay_client as _replay_sdk
 

@@ -20,7 +20,7 @@ and called while the handle's `result()` waits, which follows the workflow's loo
 try:
     import temporalio  # noqa: F401
 except ModuleNotFoundError as error:
-    from turnstile.providers._optional import missing_extra
+    from turnstile.providers.extras import missing_extra
 
     raise missing_extra(error, "temporal", needed_by="turnstile.executors.temporal") from None
 

@@ -20,17 +20,18 @@ import httpx2
 import msgspec
 import pytest
 from turnstile.core import ModelRequest, ToolResults, UserMessage
-from turnstile.providers._client import WireClient
-from turnstile.providers._optional import required
-from turnstile.providers._transport import ReplayTransport, offline_sdk
+from turnstile.providers.client import WireClient
+from turnstile.providers.extras import required
 from turnstile.providers.replay import (
     CLIENTS,
     AsyncRecordingTransport,
     RecordingTransport,
     ReplayMismatch,
+    ReplayTransport,
     Trace,
     TraceError,
     load_trace,
+    offline_sdk,
 )
 
 from ._mismatch import TraceMismatchFailure

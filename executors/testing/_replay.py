@@ -21,7 +21,7 @@ from turnstile.core import (
 )
 from turnstile.executors import Run, ToolRunner, Update, sync
 from turnstile.providers import Delta
-from turnstile.providers._client import WireClient
+from turnstile.providers.client import WireClient
 from turnstile.providers.replay import (
     RecordedTools,
     ReplayMismatch,

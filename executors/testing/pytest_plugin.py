@@ -33,7 +33,7 @@ import pytest
 from ._mismatch import TraceMismatchFailure
 
 if TYPE_CHECKING:
-    from turnstile.providers._client import WireClient
+    from turnstile.providers.client import WireClient
     from turnstile.providers.replay import Trace
 
     from ._pytest_traces import Cassette

@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turnstile.core import Document, Image, Opaque, ResultPart, Text, ToolResult, UserPart
-
-from ._errors import DecodeError, UnsupportedContent
+from turnstile.providers._errors import DecodeError, UnsupportedContent
 
 FORMAT = "anthropic_messages"
 _EMPTY_ERROR = "(the tool failed without a message)"

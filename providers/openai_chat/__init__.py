@@ -1,0 +1,90 @@
+"""The OpenAI Chat Completions wire format (`POST /v1/chat/completions`), pure and without I/O.
+
+`encode` turns a neutral `ModelRequest` into the request body, `decode` reads a response body,
+and `StreamAccumulator` folds streamed chunks into the very `ModelResponse` that `decode` gives
+for the same reply.
+
+Sending. A user message of parts is a list of content parts: `Text` is `text`, `Image` is
+`image_url` (its URL or a `data:` URL of its bytes, and its `detail`), `Document` is `file`
+(`file_data` as a data URL, named by its name or else its title; or its `file_id`), `Audio` is
+`input_audio` (wav or mp3, from the media type), and an `Opaque` of this format goes as the part
+it is. `Instructions` are a `system` or `developer` message where they stand. What Chat cannot
+carry raises `UnsupportedContent` naming it: an image by file_id, a document by URL, audio of
+another type, another format's `Opaque`, and an image or document in a tool result (a tool
+message holds text parts only; putting the media in a user message of our own making would
+change what the conversation says). What has no word in Chat:
+
+- `Thinking` parts are dropped: the API has no way to send reasoning back.
+- A prefill (a request ending with an assistant message) goes as it is, though OpenAI answers
+  after it rather than going on from it (some compatible servers go on from it, given a flag
+  of their own); the codec cannot tell it from a history that merely ends there.
+- A document's `title` is sent only as the file name of a document without a `name`.
+- `ToolResult.is_error` has no field: the content goes as is, since the loop's and the tools'
+  error contents already say what went wrong ("get_weather failed: ...", "not run: ...").
+- Tool arguments are re-encoded from the dict as compact JSON, keys in the model's order and
+  non-ASCII unescaped; so the string is byte-equal to the model's own only when the model wrote
+  it that way (`{"city":"北京"}`, not `{"city": "北京"}`). `raw_arguments` (JSON that was invalid
+  or cut off) go back verbatim.
+- `max_tokens` becomes `max_completion_tokens` (reasoning models refuse the deprecated
+  `max_tokens`), or `max_tokens` with `token_limit_field="max_tokens"`, for the OpenAI-compatible
+  servers that know only that one.
+
+The request's options: caching sends `prompt_cache_key` (the policy's key, else the loop's; a
+`ttl` has no counterpart: `prompt_cache_retention` is an option of its own). `ToolSpec.strict` is
+`function.strict` (None: left out). `tool_choice` "required", "none" and `UseTool` are written;
+"auto", the API's default, is not, nor "none" without tools (the API refuses a tool_choice
+without tools). `output` is a `json_schema` `response_format`. Chat has no hosted tools, only
+options such as a search model's `web_search_options`: so a server tool of this format whose
+definition has a `type` joins `tools` as it is, and one without is fields of the body, which
+may not overwrite a field the request sets.
+
+Reading replies: only the first choice counts. A `refusal` makes the stop `refusal` whatever the
+finish_reason; "stop" with tool calls (a named `tool_choice`) is `tool_use`. A stream that ends
+without a finish_reason (some gateways send none) is judged by its content: whole calls are
+`tool_use`, text alone `end_turn`, a call cut short or nothing at all `incomplete_stream`,
+retryable (a body must carry its finish_reason, as every format's its stop). Blank arguments
+mean no arguments, unless `length` cut the last call, which then is `complete=False` with the
+members salvaged that were provably whole. Ids are never invented: a call without one, or a
+legacy `function_call` (which has none), is a `DecodeError`; so is a call of any type but
+`function` (`"functoin"`), which the loop could not answer. Nothing else in a message is lost:
+its `annotations` (a search model's citations) ride in the text's `provider_data` (an assistant
+message has no field to send them back in); fields the codec does not know
+(`reasoning_content`, `audio`, ...) are kept in one `Opaque` ending the reply, whose data go
+back as fields of the assistant message; a call's own unknown fields (Gemini's
+`extra_content`) ride in its `provider_data["openai_chat"]` and go back in the call. A stream
+gathers them as `decode` reads them whole: strings join, arrays extend, other values are the
+last one sent.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Client", "StreamAccumulator", "TokenLimitField", "decode", "encode"]
+
+from typing import Any
+
+from turnstile.providers._client import Wire, WireClient
+
+from ._decode import decode
+from ._encode import TokenLimitField, encode, limit_field
+from ._stream import StreamAccumulator
+
+
+class Client(WireClient):
+    """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
+    `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
+    token_limit_field="max_completion_tokens", **options)`; see `WireClient` (the SDK's own
+    retries are off unless `sdk_retries=True`). `token_limit_field="max_tokens"` writes the
+    older field, for OpenAI-compatible servers that refuse the newer one."""
+
+    wire = Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
+
+    def __init__(
+        self,
+        sdk: Any,
+        *,
+        token_limit_field: TokenLimitField = "max_completion_tokens",
+        **settings: Any,
+    ) -> None:
+        super().__init__(sdk, **settings)
+        if limit_field(token_limit_field) != "max_completion_tokens":
+            self.options["token_limit_field"] = token_limit_field

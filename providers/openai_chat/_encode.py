@@ -1,0 +1,260 @@
+"""Chat Completions requests: a neutral `ModelRequest` as the JSON body to post."""
+
+from __future__ import annotations
+
+__all__ = ["FORMAT", "TokenLimitField", "encode", "limit_field"]
+
+import base64
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import msgspec
+from turnstile.core import (
+    AssistantMessage,
+    Audio,
+    Document,
+    Image,
+    Instructions,
+    Message,
+    ModelRequest,
+    Opaque,
+    OutputFormat,
+    ResultPart,
+    Text,
+    ToolCall,
+    ToolChoice,
+    ToolResults,
+    ToolSpec,
+    UserMessage,
+    UserPart,
+)
+from turnstile.providers._cache import WireCache, folded
+from turnstile.providers._errors import UnsupportedContent
+from turnstile.providers._wire import (
+    peek,
+)
+
+FORMAT = "openai_chat"
+TokenLimitField = Literal["max_completion_tokens", "max_tokens"]
+"""The body field that carries `ModelRequest.max_tokens`."""
+
+_encoder = msgspec.json.Encoder()
+
+_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/wave": "wav",
+    "audio/x-wav": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
+_IN_RESULTS = {Image: "an image", Document: "a document"}
+
+
+def encode(
+    request: ModelRequest,
+    *,
+    model: str,
+    cache: WireCache | None = None,
+    token_limit_field: TokenLimitField = "max_completion_tokens",
+    **options: Any,
+) -> dict[str, Any]:
+    """The JSON body for `POST /v1/chat/completions`.
+
+    `token_limit_field` names the field of `request.max_tokens`. `options` are merged over the
+    body (`temperature=0`, `response_format=...`); `stream=True` also asks for the final usage
+    chunk (`stream_options.include_usage`), which explicit `stream_options` may override.
+
+    With a `cache`, later calls on the same `History` encode only its new messages and reuse the
+    entries of `messages` (the body and the list itself are new on every call): treat them as
+    read-only, and copy one before changing it.
+
+    Raises `UnsupportedContent` for a part Chat cannot carry, and `ValueError` for another
+    `token_limit_field` or a server tool's field that the request already sets.
+    """
+    head = [{"role": "system", "content": request.system}] if request.system is not None else None
+    messages = folded(_fold, request.messages, cache, head)
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    ours = [s.definition for s in request.server_tools if s.format == FORMAT]
+    tools = [_tool(t) for t in request.tools] + [d for d in ours if "type" in d]
+    if tools:
+        body["tools"] = tools
+    if request.tool_choice != "auto" and (tools or request.tool_choice != "none"):
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    body[limit_field(token_limit_field)] = request.max_tokens
+    if request.output is not None:
+        body["response_format"] = _response_format(request.output)
+    policy = request.cache
+    if policy is not None and policy.enabled and (key := policy.key or request.cache_key):
+        body["prompt_cache_key"] = key
+    for definition in ours:
+        if "type" not in definition:
+            _set_fields(body, definition)
+    body.update(options)
+    if options.get("stream") is True:
+        body["stream_options"] = {"include_usage": True, **(options.get("stream_options") or {})}
+    return body
+
+
+def limit_field(name: str) -> str:
+    if name not in _LIMIT_FIELDS:
+        raise ValueError(f"token_limit_field must be one of {_LIMIT_FIELDS}, not {name!r}")
+    return name
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    function: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.parameters,
+    }
+    if spec.strict is not None:
+        function["strict"] = spec.strict
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: ToolChoice) -> Any:
+    if isinstance(choice, str):
+        return choice
+    return {"type": "function", "function": {"name": choice.name}}
+
+
+def _response_format(output: OutputFormat) -> dict[str, Any]:
+    schema = {"name": output.name, "schema": output.schema, "strict": output.strict}
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def _set_fields(body: dict[str, Any], definition: Mapping[str, Any]) -> None:
+    """A server tool given as fields of the body (`web_search_options`), which add, never
+    replace."""
+    for key, value in definition.items():
+        if key in body:
+            raise ValueError(f"a server tool of {FORMAT} sets {key!r}, which the request sets")
+        body[key] = value
+
+
+def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
+    for message in history:
+        match message:
+            case UserMessage(content=content):
+                wire.append({"role": "user", "content": _content(content, _user_part)})
+            case AssistantMessage():
+                wire.append(_assistant(message))
+            case Instructions(text=text, role=role):
+                wire.append({"role": role, "content": text})
+            case ToolResults(results=results):
+                wire.extend(
+                    {
+                        "role": "tool",
+                        "tool_call_id": r.call_id,
+                        "content": _content(r.content, _result_part),
+                    }
+                    for r in results
+                )
+
+
+def _content(content: str | Sequence[Any], part: Callable[[Any], dict[str, Any]]) -> Any:
+    """Text stays a string; parts are a list of content parts, each as `part` writes it."""
+    return content if isinstance(content, str) else [part(p) for p in content]
+
+
+def _user_part(part: UserPart) -> dict[str, Any]:
+    match part:
+        case Text(text=text):
+            return {"type": "text", "text": text}
+        case Image():
+            return _image(part)
+        case Document():
+            return _file(part)
+        case Audio(data=data, media_type=media_type):
+            audio_format = _AUDIO_FORMATS.get(media_type.lower())
+            if audio_format is None:
+                raise UnsupportedContent(FORMAT, f"audio of type {media_type}")
+            return {
+                "type": "input_audio",
+                "input_audio": {"data": _b64(data), "format": audio_format},
+            }
+    return _opaque(part)
+
+
+def _result_part(part: ResultPart) -> dict[str, Any]:
+    """A part of a tool result: a tool message holds text parts only."""
+    if type(part) is Text:
+        return {"type": "text", "text": part.text}
+    if type(part) is Opaque:
+        return _opaque(part)
+    raise UnsupportedContent(FORMAT, f"{_IN_RESULTS[type(part)]} in a tool result")
+
+
+def _opaque(part: Opaque) -> dict[str, Any]:
+    """An `Opaque` of this format, as it came; another format's has no place here."""
+    if part.format != FORMAT:
+        raise UnsupportedContent(FORMAT, f"a part of {part.format}")
+    return part.data
+
+
+def _image(part: Image) -> dict[str, Any]:
+    if part.file_id is not None:
+        raise UnsupportedContent(FORMAT, "an image by file_id")
+    image = {"url": part.url if part.url is not None else _data_url(part)}
+    if part.detail is not None:
+        image["detail"] = part.detail
+    return {"type": "image_url", "image_url": image}
+
+
+def _file(part: Document) -> dict[str, Any]:
+    if part.url is not None:
+        raise UnsupportedContent(FORMAT, "a document by url")
+    if part.file_id is not None:
+        return {"type": "file", "file": {"file_id": part.file_id}}
+    file = {"file_data": _data_url(part)}
+    if name := part.name or part.title:  # OpenAI wants a file name with file_data
+        file["filename"] = name
+    return {"type": "file", "file": file}
+
+
+def _data_url(part: Image | Document) -> str:
+    """The part's inline data (its one source, which comes with a media type) as a data URL."""
+    return f"data:{part.media_type};base64,{_b64(part.data or b'')}"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any]:
+    """A reply as one assistant message: its texts joined, its calls, and the fields an
+    `Opaque` of this format kept."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    fields: dict[str, Any] = {}
+    for part in message.content:
+        if type(part) is Text:
+            texts.append(part.text)
+        elif type(part) is ToolCall:
+            calls.append(_call(part))
+        elif type(part) is Opaque:
+            fields.update(_opaque(part))
+    out: dict[str, Any] = {
+        "role": "assistant",
+        "content": "".join(texts) if texts or not calls else None,
+    }
+    if calls:
+        out["tool_calls"] = calls
+    out.update(fields)
+    return out
+
+
+def _call(call: ToolCall) -> dict[str, Any]:
+    arguments = (
+        call.raw_arguments
+        if call.raw_arguments is not None
+        else _encoder.encode(call.arguments).decode()
+    )
+    return {
+        **peek(call.provider_data, FORMAT, dict, {}),
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
