@@ -38,7 +38,7 @@ from turnstile.core import (
     UserMessage,
     tool,
 )
-from turnstile.executors import aio, sync
+from turnstile.executors import ainvoke, aio, invoke, sync
 from turnstile.providers import openai_chat
 
 from ._measure import Figure
@@ -126,7 +126,7 @@ def _hand_sync() -> float:
             break
         results = []
         for call in calls:
-            out = get_weather.invoke(call.arguments)
+            out = invoke(get_weather, call.arguments)
             results.append(ToolResult(call.id, out.content, out.is_error))
         messages.append(ToolResults(results))
     return _per_turn(start)
@@ -151,9 +151,9 @@ async def _hand_async(threaded: bool) -> float:
         results = []
         for call in calls:
             if threaded:  # what an async app does with a blocking function
-                out = await anyio.to_thread.run_sync(get_weather.invoke, call.arguments)
+                out = await anyio.to_thread.run_sync(invoke, get_weather, call.arguments)
             else:
-                out = await aget_weather.ainvoke(call.arguments)
+                out = await ainvoke(aget_weather, call.arguments)
             results.append(ToolResult(call.id, out.content, out.is_error))
         messages.append(ToolResults(results))
     return _per_turn(start)

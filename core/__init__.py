@@ -22,7 +22,6 @@ from ._guards import Guards as Guards
 from ._history import History as History
 from ._history import history_problems as history_problems
 from ._history import validate_history as validate_history
-from ._logs import logger as _logger
 from ._loop import Loop as Loop
 from ._loop import estimate_tokens as estimate_tokens
 from ._machine import dot as dot
@@ -80,5 +79,3 @@ from ._tools import ToolContext as ToolContext
 from ._tools import ToolOutcome as ToolOutcome
 from ._tools import ToolSpec as ToolSpec
 from ._tools import tool as tool
-
-_logger("turnstile")  # its NullHandler, before any executor logs

@@ -2,8 +2,8 @@
 function into a `ToolSpec` plus a checked way to call it.
 
 The JSON schema comes from msgspec, built from the signature; the same msgspec type checks the
-model's arguments before the function runs. Every failure becomes a short message the model can
-act on, never a traceback.
+model's arguments before the function runs. Every bad call becomes a short message the model can
+act on, never a traceback. The core never calls the function: the executors do.
 """
 
 from __future__ import annotations
@@ -14,19 +14,17 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "call_problem",
-    "sync_failure",
+    "render",
     "tool",
 ]
 
 import inspect
-import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar, get_args, get_origin, get_type_hints, overload
 
 import msgspec
 
 from ._fields import check_fields
-from ._logs import logger
 from ._messages import Document, Image, Opaque, ResultPart, Text, ToolCall
 
 _MEDIA = (Image, Document)
@@ -145,8 +143,8 @@ def _text(value: Any) -> str:
 
 
 class Tool:
-    """A function with its `ToolSpec`. Call it like the function, or `invoke()` it with a model's
-    arguments to get a checked, model-readable `ToolOutcome`."""
+    """A function with its `ToolSpec`. Call it like the function; `check` turns a model's
+    arguments into the call's keyword arguments (executors run it: `turnstile.executors.invoke`)."""
 
     def __init__(self, fn: Callable[..., Any], spec: ToolSpec) -> None:
         self.fn = fn
@@ -182,53 +180,6 @@ class Tool:
                 )
             kwargs[self._context] = context
         return kwargs
-
-    def failed(self, exc: BaseException) -> ToolOutcome:
-        """What the model is told of `exc`: its type and message. Its traceback, which the
-        model never sees, goes to the `turnstile.tools` logger."""
-        tool_log = logger("turnstile.tools")
-        tool_log.warning("tool %s raised %s", self.name, type(exc).__name__, exc_info=exc)
-        detail = str(exc)
-        return ToolOutcome(
-            f"{self.name} failed: {type(exc).__name__}" + (f": {detail}" if detail else ""), True
-        )
-
-    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolOutcome:
-        """Check the arguments, run the (sync) function, and render what it returned or raised."""
-        checked = self.check(arguments, context)
-        if isinstance(checked, ToolOutcome):
-            return checked
-        try:
-            return ToolOutcome(render(self.fn(**checked)))
-        except BaseException as e:  # no one cancels a sync function: a cancel is its own failure
-            if not sync_failure(e):
-                raise
-            return self.failed(e)
-
-    async def ainvoke(
-        self, arguments: dict[str, Any], context: ToolContext | None = None
-    ) -> ToolOutcome:
-        """Like `invoke`, awaiting the function when it is async."""
-        checked = self.check(arguments, context)
-        if isinstance(checked, ToolOutcome):
-            return checked
-        try:
-            result = self.fn(**checked)
-            if isinstance(result, Awaitable):
-                result = await result
-            return ToolOutcome(render(result))
-        except Exception as e:
-            return self.failed(e)
-
-
-def sync_failure(exc: BaseException) -> bool:
-    """Whether `exc`, raised by a sync call, is that call's own failure: any `Exception`, and
-    asyncio's `CancelledError` (no one cancels a sync call; none exists before asyncio is
-    imported). Anything else (KeyboardInterrupt, SystemExit) is the process's, not the call's."""
-    if isinstance(exc, Exception):
-        return True
-    asyncio = sys.modules.get("asyncio")
-    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
 @overload

@@ -19,6 +19,8 @@ from ._events import RunFinished as RunFinished
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
 from ._events import Update as Update
+from ._invoke import ainvoke as ainvoke
+from ._invoke import invoke as invoke
 from ._journal import CorruptJournal as CorruptJournal
 from ._journal import Journal as Journal
 from ._journal import TornJournal as TornJournal

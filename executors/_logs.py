@@ -2,7 +2,8 @@
 failed (and whether it is retried), a tool call that ended in an error result, its finish.
 
 Names, ids, counts, times and reasons: never what the model or a tool said, nor a prompt. The
-traceback of a tool that raised is logged where it is caught, under `turnstile.tools`.
+traceback of a tool that raised is logged where it is caught, under `turnstile.tools`. Records go
+where the application sends them, and nowhere by default (`turnstile`'s `NullHandler`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from turnstile.core import (
     ToolReturned,
 )
 
-log = logging.getLogger("turnstile.run")
+from ._invoke import logger
+
+log = logger("turnstile.run")
 
 
 def _tool_name(loop: Loop, call_id: str) -> str:

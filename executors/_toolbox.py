@@ -9,6 +9,7 @@ from typing import Any
 
 from turnstile.core import RunTool, Tool, ToolContext, ToolOutcome, ToolSpec, tool
 
+from ._invoke import invoke
 from ._protocols import ToolRunner, takes
 
 
@@ -37,7 +38,7 @@ class Toolbox:
         self, name: str, arguments: dict[str, Any], *, context: ToolContext | None = None
     ) -> ToolOutcome:
         t = self._tools.get(name)
-        return self._missing(name) if t is None else t.invoke(arguments, context)
+        return self._missing(name) if t is None else invoke(t, arguments, context)
 
 
 def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRunner:

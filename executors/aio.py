@@ -59,6 +59,7 @@ except ModuleNotFoundError as error:
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
 from ._events import Update
+from ._invoke import ainvoke, failure
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
 from ._run import (
     JournalArg,
@@ -357,13 +358,13 @@ class _Driver:
         tool = runner.get(command.name) if isinstance(runner, Toolbox) else None
         try:
             if tool is not None and tool.is_async:
-                return await tool.ainvoke(command.arguments, ToolContext(command.id, self.deps))
+                return await ainvoke(tool, command.arguments, ToolContext(command.id, self.deps))
             return await anyio.to_thread.run_sync(self.run_call, command, abandon_on_cancel=True)
         except BaseException as e:
             if not _own_cancel(e):
                 raise
             if tool is not None:
-                return tool.failed(e)
+                return failure(tool, e)
             return ToolOutcome(f"{command.name} failed: {type(e).__name__}", True)  # a runner's
 
     async def approval(self, command: AwaitApproval) -> Observation:

@@ -30,10 +30,10 @@ from turnstile.core import (
     ToolReturned,
     ToolStarted,
 )
-from turnstile.core._tools import sync_failure
 from turnstile.providers import Delta
 
 from ._events import Update
+from ._invoke import sync_failure
 from ._protocols import ModelClient, ToolRunner, takes
 from ._run import (
     JournalArg,

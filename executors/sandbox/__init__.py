@@ -8,7 +8,7 @@
 
 A `Sandbox` is a tool runner like `Toolbox`: `run(name, arguments)` returns a `ToolOutcome`
 and never raises for anything a tool does. The call's process imports the tool by path, checks
-the arguments and calls it with `Tool.invoke`, exactly as in-process; a crash, hang, flood of
+the arguments and calls it with `invoke`, exactly as in-process; a crash, hang, flood of
 output or escape attempt ends as an `is_error` outcome naming the limit, and every process the
 call started is gone when `run` returns.
 

@@ -1,7 +1,7 @@
 """The tool's process: wait for the call, confine itself, import the tool by path, `invoke` it,
 write one `Result`.
 
-Argument checking and error messages are `Tool.invoke`'s own; an exception that a sandbox limit
+Argument checking and error messages are `invoke`'s own; an exception that a sandbox limit
 probably caused gets that limit appended. Nothing of the tool runs before confinement, not even
 its module's import.
 """
@@ -16,11 +16,13 @@ import os
 import signal
 import socket
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 import msgspec
 from msgspec.json import encode
 from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
+from turnstile.executors._invoke import ainvoke, failure, invoke
 
 from ._confine import RESULT_FD, confine, plumb, rehearse
 from ._layers import LAYERS, Layer
@@ -42,23 +44,20 @@ from ._wire import (
 )
 
 
-class _HintingTool(Tool):
-    """`Tool` whose failure messages name the sandbox limit behind them."""
+def _hinting(limits: SandboxLimits) -> Callable[[Tool, BaseException], ToolOutcome]:
+    """`failure`, naming the sandbox limit that likely caused the exception."""
 
-    def __init__(self, fn: Any, spec: ToolSpec, limits: SandboxLimits) -> None:
-        super().__init__(fn, spec)
-        self._limits = limits
-
-    def failed(self, exc: BaseException) -> ToolOutcome:
-        outcome = super().failed(exc)
-        hint = exception_hint(exc, self._limits)
+    def failed(tool: Tool, exc: BaseException) -> ToolOutcome:
+        outcome = failure(tool, exc)
+        hint = exception_hint(exc, limits)
         return outcome if hint is None else ToolOutcome(f"{outcome.content} ({hint})", True)
+
+    return failed
 
 
 def _load(call: Call) -> Tool:
     found = resolve(call.tool)
-    fn = found.fn if isinstance(found, Tool) else found
-    return _HintingTool(fn, call.spec, call.limits)
+    return Tool(found.fn if isinstance(found, Tool) else found, call.spec)
 
 
 def _invoke(call: Call) -> Result:
@@ -74,12 +73,13 @@ def _invoke(call: Call) -> Result:
         except msgspec.ValidationError as e:
             return Result(f"{t.name}'s deps do not convert to {t.deps_type!r}: {e}", True)
         context = ToolContext(call.call_id, deps)
+    failed = _hinting(call.limits)
     if t.is_async:
         import asyncio
 
-        outcome = asyncio.run(t.ainvoke(call.arguments, context))
+        outcome = asyncio.run(ainvoke(t, call.arguments, context, failed=failed))
     else:
-        outcome = t.invoke(call.arguments, context)
+        outcome = invoke(t, call.arguments, context, failed=failed)
     content = outcome.content
     length = len(content.encode(errors="replace") if isinstance(content, str) else encode(content))
     if length > call.limits.output_bytes:
@@ -98,8 +98,8 @@ def _rehearse() -> None:
     forked process (copy-on-write faults, the interpreter specializing its code) is then paid
     before the call, not in it."""
     rehearse()
-    stand_in = _HintingTool(_stand_in, ToolSpec("stand_in"), SandboxLimits())
-    outcome = stand_in.invoke({"text": "ready"})
+    stand_in = Tool(_stand_in, ToolSpec("stand_in"))
+    outcome = invoke(stand_in, {"text": "ready"}, failed=_hinting(SandboxLimits()))
     frame(Result(outcome.content, outcome.is_error))
 
 

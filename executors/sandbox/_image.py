@@ -33,7 +33,7 @@ _LOADERS = {".py": SourceFileLoader, ".pyc": SourcelessFileLoader}
 def _modules() -> dict[str, tuple[str, bool, object]]:
     """Each module's name: (file, whether it is a package, code)."""
     found: dict[str, tuple[str, bool, object]] = {}
-    names = ["turnstile.executors", *_PACKAGES]
+    names = ["turnstile.executors", "turnstile.executors._invoke", *_PACKAGES]
     for package in _PACKAGES:
         spec = importlib.util.find_spec(package)
         assert spec is not None and spec.submodule_search_locations is not None

@@ -1,6 +1,6 @@
 """What the model reads when a sandboxed call misbehaves: one short sentence naming the limit.
 
-Exceptions keep `Tool.invoke`'s message, with the limit that likely caused them appended; a
+Exceptions keep `invoke`'s message, with the limit that likely caused them appended; a
 process that died, hung or flooded its output is described from how it ended.
 """
 

@@ -70,7 +70,7 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
 
     tool: str
     spec: ToolSpec
-    arguments: Any  # as the model sent them: `Tool.invoke` checks them, as in-process
+    arguments: Any  # as the model sent them: `invoke` checks them, as in-process
     call_id: str | None = None  # for a tool that asks for its `ToolContext`
     deps: bytes | None = None  # the run's deps as the sandbox lets them cross, msgpack-encoded
     workdir: str

@@ -26,6 +26,7 @@ from turnstile.core import (
     ToolOutcome,
     ToolReturned,
 )
+from turnstile.executors._invoke import ainvoke
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._run import model_failed
 from turnstile.executors._toolbox import Toolbox, caller
@@ -115,5 +116,5 @@ class Activities:
         runner = self._runner
         tool = runner.get(call.name) if isinstance(runner, Toolbox) else None
         if tool is not None and tool.is_async:
-            return await tool.ainvoke(call.arguments, ToolContext(call.id, self._deps))
+            return await ainvoke(tool, call.arguments, ToolContext(call.id, self._deps))
         return await asyncio.to_thread(self._run_call, call)

@@ -22,6 +22,7 @@ from turnstile.core import (
     tool,
     validate_history,
 )
+from turnstile.executors import invoke
 
 from tests.core._drive import Driver, call, spec
 
@@ -121,10 +122,10 @@ def test_a_tool_can_ask_for_its_call_id() -> None:
 
     assert charge.spec.replay_safe
     assert set(charge.spec.parameters["properties"]) == {"amount"}  # the model never sees it
-    outcome = charge.invoke({"amount": 3}, context=ToolContext(call_id="c7"))
+    outcome = invoke(charge, {"amount": 3}, context=ToolContext(call_id="c7"))
     assert outcome.content == "charged 3 as c7"
-    assert charge.invoke({"amount": 3}).is_error  # it needs a context, and says so
-    assert charge.invoke({"amount": 3, "context": {"call_id": "forged"}}).is_error
+    assert invoke(charge, {"amount": 3}).is_error  # it needs a context, and says so
+    assert invoke(charge, {"amount": 3, "context": {"call_id": "forged"}}).is_error
 
 
 def test_a_run_tool_command_is_what_the_executor_marks_started() -> None:

@@ -23,6 +23,7 @@ from turnstile.core import (
     tool,
 )
 from turnstile.core._guards import IMAGE_TOKENS, message_tokens
+from turnstile.executors import invoke
 
 from tests.core._drive import Driver, call, spec
 
@@ -62,9 +63,9 @@ def test_a_tool_returning_images_gives_parts_and_the_rest_as_text() -> None:
         """Draw a chart."""
         return [f"chart of {title}", PNG, {"points": 3}]
 
-    outcome = chart.invoke({"title": "sales"})
+    outcome = invoke(chart, {"title": "sales"})
     assert outcome.content == [Text("chart of sales"), PNG, Text('{"points":3}')]
-    assert tool(lambda: PNG).invoke({}).content == [PNG]
+    assert invoke(tool(lambda: PNG), {}).content == [PNG]
 
 
 def test_instructions_may_come_anywhere_but_between_calls_and_results() -> None:

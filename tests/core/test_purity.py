@@ -1,10 +1,15 @@
-"""core/ does no I/O: a loop runs with sockets, clocks, files, threads and randomness disabled."""
+"""core/ does no I/O: a loop runs with sockets, clocks, files, threads and randomness disabled;
+it neither logs nor calls a tool's function."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import turnstile.core
 
 
 def test_a_loop_runs_with_io_clock_threads_and_randomness_patched_to_raise() -> None:
@@ -47,3 +52,39 @@ def test_a_loop_runs_with_io_clock_threads_and_randomness_patched_to_raise() -> 
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "completed"
+
+
+def _core_sources() -> dict[str, ast.Module]:
+    root = Path(turnstile.core.__file__).parent
+    return {str(p.relative_to(root)): ast.parse(p.read_text()) for p in root.rglob("*.py")}
+
+
+def test_the_core_never_imports_logging() -> None:
+    for name, module in _core_sources().items():
+        for node in ast.walk(module):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                imported = [node.module or ""]
+            else:
+                continue
+            assert not [m for m in imported if m.partition(".")[0] == "logging"], name
+
+
+def test_the_core_never_calls_a_tools_function() -> None:
+    """Executors run a tool (`turnstile.executors.invoke`); the core only checks its arguments.
+    `Tool.__call__` is the user calling their own function by its decorated name."""
+    callers = []
+    for name, module in _core_sources().items():
+        for owner in ast.walk(module):
+            if not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(owner):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "fn"
+                ):
+                    callers.append(f"{name}:{owner.name}")
+    assert callers == ["_tools.py:__call__"]
+    assert not [n for n in dir(turnstile.core.Tool) if "invoke" in n]

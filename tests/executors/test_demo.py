@@ -8,7 +8,7 @@ import sys
 
 import msgspec
 from turnstile.core import Guards, StopReason, validate_history
-from turnstile.executors import cli, sync
+from turnstile.executors import cli, invoke, sync
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
 
 
@@ -42,7 +42,7 @@ def test_turnstile_demo_prints_each_turn_and_the_stop_reason(capsys) -> None:
 
 
 def test_the_demo_tool_reports_unknown_cities_to_the_model() -> None:
-    out = get_weather.invoke({"city": "广州"})
+    out = invoke(get_weather, {"city": "广州"})
     assert out.is_error and "可查询: 北京, 上海" in out.content
 
 

@@ -282,6 +282,7 @@ import asyncio
 import pytest
 import trio
 from turnstile.core import CallModel, Finish, Loop, ModelReplied, RunTool, ToolReturned
+from turnstile.executors import invoke
 from turnstile.executors.testing import assert_history_valid
 
 import weather_agent as my_agent
@@ -305,7 +306,7 @@ async def drive(client, prompt):
                 reply = await client.acomplete(request)
                 pending += loop.send(ModelReplied(key, reply, now=0.0))
             case RunTool(id=key, arguments=arguments):
-                out = my_agent.get_weather.invoke(arguments)
+                out = invoke(my_agent.get_weather, arguments)
                 pending += loop.send(ToolReturned(key, out.content, out.is_error, now=0.0))
             case Finish(reason=reason):
                 return reason.value

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from turnstile.executors import invoke
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, available_layers
 
 from . import escape_tools as e
@@ -118,7 +119,9 @@ def test_host_files_in_shared_memory_and_tmp_are_not_there(box: Sandbox, world: 
         path.chmod(0o666)
     try:
         paths = [str(shm), str(canary)]
-        assert set(json.loads(e.reads.invoke({"paths": paths}).content).values()) == {"host secret"}
+        assert set(json.loads(invoke(e.reads, {"paths": paths}).content).values()) == {
+            "host secret"
+        }
         found = json.loads(box.run("reads", {"paths": paths}).content)
         assert found == dict.fromkeys(paths, "FileNotFoundError")
     finally:
@@ -129,9 +132,10 @@ _PROJECT = """
 import json, os, sys
 sys.path.insert(1, sys.argv[1])
 from tests.executors import escape_tools as e
+from turnstile.executors import invoke
 from turnstile.executors.sandbox import Sandbox
 paths = sys.argv[2:]
-control = e.reads.invoke({"paths": paths})
+control = invoke(e.reads, {"paths": paths})
 with Sandbox([e.reads, "agent:lists"]) as box:
     boxed = box.run("reads", {"paths": paths})
     seen = box.run("lists", {"path": os.getcwd()})
@@ -184,7 +188,7 @@ def test_host_files_cannot_be_touched_locked_or_tagged(box: Sandbox, world: Path
     lock.write_text("")
     lock.chmod(0o644)
     before = target.stat().st_mtime_ns
-    assert e.touches.invoke({"path": str(target), "lock": str(lock)}).content.count("ok") == 3
+    assert invoke(e.touches, {"path": str(target), "lock": str(lock)}).content.count("ok") == 3
     os.utime(target, ns=(before, before))
     os.removexattr(target, "user.turnstile")
     outcome = box.run("touches", {"path": str(target), "lock": str(lock)})
@@ -266,7 +270,7 @@ def test_a_unix_socket_on_the_host_is_unreachable(box: Sandbox, world: Path) -> 
         server.bind(path)
         os.chmod(path, 0o666)
         server.listen()
-        assert e.connects_unix.invoke({"path": path}).content == "connected"
+        assert invoke(e.connects_unix, {"path": path}).content == "connected"
         server.accept()[0].close()
         outcome = box.run("connects_unix", {"path": path})
         server.settimeout(0.3)
@@ -280,7 +284,7 @@ FAMILIES = ["AF_UNIX", "AF_INET", "AF_INET6", "AF_VSOCK", "AF_NETLINK", "AF_PACK
 
 def test_only_unix_sockets_exist_for_a_call_without_network(box: Sandbox) -> None:
     needs("socket_families")
-    control = json.loads(e.opens_sockets.invoke({"families": FAMILIES}).content)
+    control = json.loads(invoke(e.opens_sockets, {"families": FAMILIES}).content)
     assert control["AF_UNIX"] == control["AF_NETLINK"] == "ok"
     found = json.loads(box.run("opens_sockets", {"families": FAMILIES}).content)
     assert found.pop("AF_UNIX") == "ok"

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from turnstile.executors import invoke
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, available_layers
 
 from . import hostile_tools as h
@@ -52,9 +53,10 @@ _HOST = """
 import json, os, sys
 sys.path.insert(0, os.getcwd())
 from tests.executors import hostile_tools as h
+from turnstile.executors import invoke
 from turnstile.executors.sandbox import Sandbox
 me = os.getpid()
-control = h.steals_secrets.invoke({"host_pid": me})
+control = invoke(h.steals_secrets, {"host_pid": me})
 with Sandbox([h.steals_secrets]) as box:
     boxed = box.run("steals_secrets", {"host_pid": me})
 print(json.dumps([control.content, boxed.content, boxed.is_error]))
@@ -85,7 +87,7 @@ def test_no_connection_reaches_a_server_on_localhost(box: Sandbox) -> None:
     needs_any("network_namespace", "seccomp", "landlock")
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        assert h.connects.invoke({"port": port}).content == "connected"  # unboxed, it gets in
+        assert invoke(h.connects, {"port": port}).content == "connected"  # unboxed, it gets in
         server.accept()[0].close()
         outcome = box.run("connects", {"port": port})
         server.settimeout(0.5)
