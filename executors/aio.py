@@ -34,7 +34,6 @@ from turnstile.core import (
     Cancelled,
     Command,
     Event,
-    Finish,
     Loop,
     LoopSpec,
     Message,
@@ -46,7 +45,6 @@ from turnstile.core import (
     ToolContext,
     ToolOutcome,
     ToolReturned,
-    ToolStarted,
 )
 
 try:
@@ -58,19 +56,11 @@ except ModuleNotFoundError as error:
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
+from ._effects import JournalArg, answer, check_model, model_failed, opened
 from ._events import Update
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
-from ._run import (
-    JournalArg,
-    Recorder,
-    Run,
-    answer,
-    check_model,
-    model_failed,
-    opened,
-    prepare,
-    renamed_state,
-)
+from ._run import Run
+from ._session import Session
 from ._toolbox import Toolbox, as_runner, caller
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
@@ -92,7 +82,6 @@ async def run(
     on_event: Callable[[Event], None] | None = None,
     on_update: Callable[[Update], object] | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
-    state: Loop | None = None,
 ) -> Run:
     """Drive a loop under asyncio or trio until it finishes, or until only approvals are left to
     wait for.
@@ -107,21 +96,20 @@ async def run(
     `ModelClient`.
     """
     check_model(model, can_await=True)
-    resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     run_call = caller(runner, deps)
-    with opened(journal, resumed) as journaled:
-        record, now = prepare(
+    with opened(journal, loop) as journaled:
+        session = Session(
             spec,
-            runner,
             prompt,
-            resumed,
-            clock or _event_loop_clock(),
-            journaled,
-            on_event,
+            loop=loop,
+            tool_specs=runner.specs,
+            clock=clock or _event_loop_clock(),
+            journal=journaled,
+            on_event=on_event,
             on_update=on_update,
         )
-        driver = _Driver(record, now, model, runner, run_call, approve, tool_timeout, deps)
+        driver = _Driver(session, model, runner, run_call, approve, tool_timeout, deps)
         return await driver.drive(on_step)
 
 
@@ -261,8 +249,7 @@ class _Driver:
 
     def __init__(
         self,
-        record: Recorder,
-        now: Callable[[], float],
+        session: Session,
         model: AsyncModelClient | ModelClient,
         runner: ToolRunner,
         run_call: Callable[[RunTool], ToolOutcome],
@@ -270,9 +257,9 @@ class _Driver:
         tool_timeout: float | None,
         deps: Any,
     ) -> None:
-        self.record = record
-        self.loop = record.loop
-        self.now = now
+        self.session = session
+        self.loop = session.loop
+        self.now = session.now
         self.runner = runner
         self.run_call = run_call
         self.approve = approve
@@ -289,9 +276,7 @@ class _Driver:
         self.on_step: Callable[[Command | Observation], None] | None = None
         self.inline_key: str | None = None  # the work this task awaits itself, if any
         self.inline_scope = anyio.CancelScope()  # ...and its scope
-        self.waiting: list[AwaitApproval] = []
-        self.finish: Finish | None = None
-        self.complete = self._client(model, record.delta, record.loop)
+        self.complete = self._client(model, session.on_delta, session.loop)
 
     @staticmethod
     def _client(
@@ -329,8 +314,8 @@ class _Driver:
     async def model_call(self, command: CallModel) -> Observation:
         now = self.now
         if command.not_before is not None:  # on the clock that stamps observations
-            await anyio.sleep(max(command.not_before - now(), 0.0))
-        self.record.calling(command)
+            await anyio.sleep(self.session.wait(command))
+        self.session.calling(command)
         try:
             response = await self.complete(command)
         except BaseException as e:
@@ -384,7 +369,7 @@ class _Driver:
         launch, step = self.launch, self.step
         self.inline_scope = scope = anyio.CancelScope()
         with scope:
-            while self.finish is None and len(launch) == 1 and not self.tasks:
+            while self.session.finish is None and len(launch) == 1 and not self.tasks:
                 key, work = launch.pop()
                 self.inline_key = key
                 obs = await work()
@@ -403,41 +388,32 @@ class _Driver:
     def step(self, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or begin) and queue what it decides in `launch`: calls are
         journaled as started, and everything made durable, before any of it runs."""
-        record, now, on_step = self.record, self.now, self.on_step
+        session, on_step = self.session, self.on_step
         if obs is None:
-            commands = record.first(now())
+            commands = session.start()
         else:
-            commands = record.send(obs)
+            commands = session.send(obs)
             if on_step is not None:  # once recorded: a dump taken there holds it
                 on_step(obs)
-        launch = self.launch
-        queued = len(launch)
-        work: Work
-        for command in commands:
-            match command:
-                case Finish():
-                    self.finish = command
-                    continue
-                case CallModel(id=key):
-                    work = functools.partial(self.model_call, command)
-                case RunTool(id=key):
-                    record.send(ToolStarted(key, now=now()))
-                    work = functools.partial(self.tool_call, command)
-                case AwaitApproval(id=key) if self.approve is not None:
-                    work = functools.partial(self.approval, command)
-                case _:
-                    self.waiting.append(command)  # type: ignore[arg-type]
-                    continue
-            launch.append((key, work))
-        if len(launch) > queued:
-            record.commit()
+        for command in session.hand_out(commands, self.approve is not None):
+            self.launch.append((command.id, functools.partial(self.work, command)))  # type: ignore[union-attr]
         if on_step is not None:  # once every call handed out is recorded as started
             for command in commands:
                 on_step(command)
         self.abandon_stale()
-        deadline = self.loop.next_deadline()
+        deadline = session.deadline()
         if deadline != self.armed_for and self.rearm is not None:
             self.rearm.set()
+
+    def work(self, command: Command) -> Awaitable[Observation]:
+        match command:
+            case CallModel():
+                return self.model_call(command)
+            case RunTool():
+                return self.tool_call(command)
+            case AwaitApproval():
+                return self.approval(command)
+        raise TypeError(f"unknown command {command!r}")
 
     def abandon_stale(self) -> None:
         """Cancel work whose result the loop no longer waits for (it finished, or a guard gave
@@ -445,10 +421,9 @@ class _Driver:
         tasks, inline = self.tasks, self.inline_key
         if not tasks and inline is None:
             return
-        wanted = self.loop.outstanding_ids()
-        for key in [k for k in tasks if k not in wanted]:
+        for key in self.session.stale(tasks):
             tasks.pop(key).cancel()
-        if inline is not None and inline not in wanted:
+        if inline is not None and self.session.stale([inline]):
             self.inline_key = None
             self.inline_scope.cancel()
 
@@ -457,9 +432,9 @@ class _Driver:
         deadline moves as the run goes (time spent waiting only for a person does not count),
         so `step` re-arms this when it does; a `Tick` goes out only once the loop says its
         deadline has passed."""
-        loop, now = self.loop, self.now
+        session, now = self.session, self.now
         while True:
-            deadline = self.armed_for = loop.next_deadline()
+            deadline = self.armed_for = session.deadline()
             self.rearm = rearm = anyio.Event()
             if deadline is None:
                 await rearm.wait()
@@ -468,7 +443,7 @@ class _Driver:
             with anyio.CancelScope(deadline=anyio.current_time() + wait):
                 await rearm.wait()
                 continue
-            if loop.deadline_passed(now()):
+            if session.loop.deadline_passed(now()):
                 self.step(Tick(now=now()))
                 self.inbox.wake()
 
@@ -485,9 +460,9 @@ class _Driver:
         try:
             async with anyio.create_task_group() as group:
                 self.step(None)
-                if self.finish is None and launch:
+                if self.session.finish is None and launch:
                     group.start_soon(self.alarm)
-                while self.finish is None:
+                while self.session.finish is None:
                     if len(launch) == 1 and not tasks:
                         await self.inline()
                         continue
@@ -502,10 +477,12 @@ class _Driver:
                         self.step(got[1])
                 group.cancel_scope.cancel()
         except BaseException as exc:
-            if self.finish is not None or not _cancelled(exc):
+            if self.session.finish is not None or not _cancelled(exc):
                 raise
             self.step(Cancelled("the run was cancelled", now=self.now()))
-        if self.finish is None and tasks:  # a task raised its backend's cancel (an approver's
+        if (
+            self.session.finish is None and tasks
+        ):  # a task raised its backend's cancel (an approver's
             # own asyncio.CancelledError): the group cancelled itself and left without a word
             self.step(Cancelled("the run was cancelled", now=self.now()))
-        return Run(self.loop, self.finish, self.waiting)
+        return self.session.run()
