@@ -10,7 +10,7 @@ sends what happened back; it never sends to the loop itself.
 
 from __future__ import annotations
 
-__all__ = ["Session", "check_prompt"]
+__all__ = ["Session", "Work", "check_prompt"]
 
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -44,6 +44,9 @@ from ._run import Run
 
 if TYPE_CHECKING:
     from ._journal import Journal
+
+Work = CallModel | RunTool | AwaitApproval
+"""A command that is work to carry out (a `Finish` is none)."""
 
 
 def check_prompt(prompt: str | Sequence[Message] | None, resumed: Loop | None) -> None:
@@ -205,22 +208,22 @@ class Session:
             self.commit()
         return True
 
-    def hand_out(self, commands: Iterable[Command], approving: bool) -> list[Command]:
+    def hand_out(self, commands: Iterable[Command], approving: bool) -> list[Work]:
         """The work to start at once of `commands`: each tool's start recorded and everything
         made durable before any of it runs. A `Finish` is kept in `finish`; approvals go to
         `waiting` unless someone is `approving`."""
-        work: list[Command] = []
+        work: list[Work] = []
         for command in commands:
             match command:
                 case Finish():
                     self.finish = command
-                    continue
-                case RunTool(id=call_id):
-                    self.send(ToolStarted(call_id, now=self.now()))
                 case AwaitApproval() if not approving:
                     self.waiting.append(command)
-                    continue
-            work.append(command)
+                case RunTool(id=call_id):
+                    self.send(ToolStarted(call_id, now=self.now()))
+                    work.append(command)
+                case CallModel() | AwaitApproval():
+                    work.append(command)
         if work:
             self.commit()
         return work

@@ -395,8 +395,8 @@ class _Driver:
             commands = session.send(obs)
             if on_step is not None:  # once recorded: a dump taken there holds it
                 on_step(obs)
-        for command in session.hand_out(commands, self.approve is not None):
-            self.launch.append((command.id, functools.partial(self.work, command)))  # type: ignore[union-attr]
+        for handed in session.hand_out(commands, self.approve is not None):
+            self.launch.append((handed.id, functools.partial(self.work, handed)))
         if on_step is not None:  # once every call handed out is recorded as started
             for command in commands:
                 on_step(command)
@@ -405,15 +405,13 @@ class _Driver:
         if deadline != self.armed_for and self.rearm is not None:
             self.rearm.set()
 
-    def work(self, command: Command) -> Awaitable[Observation]:
+    def work(self, command: CallModel | RunTool | AwaitApproval) -> Awaitable[Observation]:
         match command:
             case CallModel():
                 return self.model_call(command)
             case RunTool():
                 return self.tool_call(command)
-            case AwaitApproval():
-                return self.approval(command)
-        raise TypeError(f"unknown command {command!r}")
+        return self.approval(command)
 
     def abandon_stale(self) -> None:
         """Cancel work whose result the loop no longer waits for (it finished, or a guard gave

@@ -144,10 +144,10 @@ def run(
                 case RunTool(id=call_id):
                     outcome = run_call(command)
                     obs = ToolReturned(call_id, outcome.content, outcome.is_error, now=now())
-                case AwaitApproval() if approve is None:
-                    session.waiting.append(command)
-                    continue
                 case AwaitApproval():
+                    if approve is None:
+                        session.waiting.append(command)
+                        continue
                     obs = answer(command, approve(command), now())
                 case _:
                     raise TypeError(f"unknown command {command!r}")
