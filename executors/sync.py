@@ -79,14 +79,28 @@ def run(
 ) -> Run:
     """Drive a loop until it finishes, or until only human approvals are left to wait for.
 
-    Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`) or the run a
-    `journal` (a `Journal`, or a path to open one at) holds, as `Session` says. The journal gets
-    every event, each call's start made durable before the call runs. `approve` answers approval
-    requests; without it they are returned in `Run.waiting`. `clock` stamps observations; `sleep`
-    waits out a retry's `not_before` on it (a fake pair makes tests instant). `deps` reaches every
-    tool that asks for a `ToolContext`. `on_event` sees each event, `on_step` each command and
-    observation, once recorded (a `RunTool` once its start is: a dump taken there never runs a
-    call twice that is not replay-safe); `on_update` sees what a UI shows (`Update`).
+    Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`): the loop is told
+    it was `Resumed` and decides what to carry out again. A `prompt` with a `loop` starts it if
+    it is idle, and goes on with its conversation (a new run, the prompt the next user message)
+    if it is finished; a loop still waiting on commands is resumed without one.
+
+    `journal` (a `Journal`, or a path to open one at) gets every event the loop records, and a
+    call's start is made durable before the call runs. A journal that already holds a run
+    resumes it: give the same prompt or none (another raises `ValueError`). A journal given
+    open is left open; one opened from a path is closed. `loop=` and `journal=` exclude each
+    other (`ValueError`).
+
+    `approve` answers approval requests; without it they are returned in `Run.waiting`.
+    `clock` stamps observations; `sleep` waits out a retry's `CallModel.not_before` on that
+    clock (a fake pair makes tests and replays instant). `deps` reaches every tool that asks for
+    a `ToolContext`, as its `deps`, and nothing else (no journal, no model). `on_event` sees
+    each event once the loop has recorded it (and the journal has it): a dump taken there is
+    the state as it is. `on_update` sees what a UI shows, as it happens (`Update`: a streamed
+    reply's deltas, tools started and finished, approvals needed, retries, the finish).
+    `on_step` sees every command, and every observation of what the world did, each once the
+    loop has recorded it (a `RunTool` once its start is): a dump taken there, as in `on_event`,
+    never runs a call twice that is not replay-safe.
+
     Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
     check_model(model, can_await=False)
