@@ -22,6 +22,7 @@ from __future__ import annotations
 
 __all__ = ["CorruptJournal", "Journal", "TornJournal"]
 
+import bisect
 import os
 import struct
 import warnings
@@ -32,7 +33,7 @@ from typing import Literal, NamedTuple, get_args
 from zlib import crc32
 
 import msgspec
-from turnstile.core import Event, Loop, LoopSpec, Started, TurnstileError
+from turnstile.core import Event, Loop, LoopSpec, TurnstileError
 from turnstile.core.decoding import decoded
 
 MAGIC = b"turnstile-journal\n"
@@ -122,19 +123,27 @@ def _torn(path: Path, contents: _Contents, size: int, done: str) -> str:
 
 
 def _replay(spec: LoopSpec, contents: _Contents, path: Path) -> Loop:
-    """`Loop.replay`, naming the record of an event the loop refuses."""
-    loop = Loop(spec)
-    for event, offset in zip(contents.events, contents.offsets, strict=True):
-        try:
-            if isinstance(event, Started):
-                loop.start(event.messages, event.now, event.tools)
-            else:
-                loop.send(event)
-        except TurnstileError as e:
-            raise CorruptJournal(
-                path, offset, f"the loop refuses this {type(event).__name__}: {e}"
-            ) from e
-    return loop
+    """`Loop.replay`, naming the record of an event the loop refuses (found, only then, as the
+    shortest run of events the loop refuses)."""
+    events = contents.events
+    try:
+        return Loop.replay(spec, events)
+    except TurnstileError as e:
+        refused = bisect.bisect_left(
+            range(1, len(events) + 1), True, key=partial(_refuses, spec, events)
+        )
+        event = events[refused]
+        raise CorruptJournal(
+            path, contents.offsets[refused], f"the loop refuses this {type(event).__name__}: {e}"
+        ) from e
+
+
+def _refuses(spec: LoopSpec, events: list[Event], count: int) -> bool:
+    try:
+        Loop.replay(spec, events[:count])
+    except TurnstileError:
+        return True
+    return False
 
 
 def _read(path: Path) -> _Contents:

@@ -18,15 +18,12 @@ from __future__ import annotations
 
 __all__ = ["Updates", "run", "updates"]
 
-import asyncio
 import contextlib
 import functools
-import inspect
 import math
 import sys
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 from turnstile.core import (
     AwaitApproval,
@@ -34,7 +31,6 @@ from turnstile.core import (
     Cancelled,
     Command,
     Event,
-    Finish,
     Loop,
     LoopSpec,
     Message,
@@ -43,10 +39,7 @@ from turnstile.core import (
     RunTool,
     Tick,
     Tool,
-    ToolContext,
     ToolOutcome,
-    ToolReturned,
-    ToolStarted,
 )
 
 try:
@@ -58,24 +51,34 @@ except ModuleNotFoundError as error:
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
+from ._effects import JournalArg, check_model, model_failed, opened
 from ._events import Update
-from ._invoke import ainvoke, failure
-from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
-from ._run import (
-    JournalArg,
-    Recorder,
-    Run,
-    answer,
-    check_model,
-    model_failed,
-    opened,
-    prepare,
-    renamed_state,
-)
-from ._toolbox import Toolbox, as_runner, caller
+from ._protocols import AsyncModelClient, ModelClient, ToolRunner
+from ._run import Run
+from ._session import Session
+from ._stream import Updates, streamed
+from ._tasks import Inbox, approval, cancelled, event_loop_clock, model_caller, own_cancel, tool
+from ._toolbox import as_runner, caller
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 Work = Callable[[], Awaitable[Observation]]
+
+
+def updates(
+    spec: LoopSpec, prompt: str | Sequence[Message] | None = None, **options: Any
+) -> contextlib.AbstractAsyncContextManager[Updates]:
+    """Start `run(spec, prompt, **options)` and hand over its `Update`s as they happen:
+
+        async with aio.updates(spec, prompt, model=client, tools=tools) as stream:
+            async for update in stream:
+                ...
+        run = stream.run
+
+    The iteration ends with the run. Leaving the block before that cancels the run (it
+    finishes `cancelled`, its state valid), an error included; an error of the run, or of
+    the block, is raised from the block as it is (not in an `ExceptionGroup`).
+    """
+    return streamed(run, spec, prompt, options)
 
 
 async def run(
@@ -93,7 +96,6 @@ async def run(
     on_event: Callable[[Event], None] | None = None,
     on_update: Callable[[Update], object] | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
-    state: Loop | None = None,
 ) -> Run:
     """Drive a loop under asyncio or trio until it finishes, or until only approvals are left to
     wait for.
@@ -108,153 +110,21 @@ async def run(
     `ModelClient`.
     """
     check_model(model, can_await=True)
-    resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     run_call = caller(runner, deps)
-    with opened(journal, resumed) as journaled:
-        record, now = prepare(
+    with opened(journal, loop) as journaled:
+        session = Session(
             spec,
-            runner,
             prompt,
-            resumed,
-            clock or _event_loop_clock(),
-            journaled,
-            on_event,
+            loop=loop,
+            tool_specs=runner.specs,
+            clock=clock or event_loop_clock(),
+            journal=journaled,
+            on_event=on_event,
             on_update=on_update,
         )
-        driver = _Driver(record, now, model, runner, run_call, approve, tool_timeout, deps)
+        driver = _Driver(session, model, runner, run_call, approve, tool_timeout, deps)
         return await driver.drive(on_step)
-
-
-class Updates:
-    """A run's updates as an async iterator (see `updates`); `run` is its `Run` once it is
-    over."""
-
-    def __init__(self, receive: Any) -> None:
-        self._receive = receive
-        self.run: Run | None = None
-
-    def __aiter__(self) -> Updates:
-        return self
-
-    async def __anext__(self) -> Update:
-        try:
-            return cast(Update, await self._receive.receive())
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-
-@contextlib.asynccontextmanager
-async def updates(
-    spec: LoopSpec, prompt: str | Sequence[Message] | None = None, **options: Any
-) -> AsyncIterator[Updates]:
-    """Start `run(spec, prompt, **options)` and hand over its `Update`s as they happen:
-
-        async with aio.updates(spec, prompt, model=client, tools=tools) as stream:
-            async for update in stream:
-                ...
-        run = stream.run
-
-    The iteration ends with the run. Leaving the block before that cancels the run (it
-    finishes `cancelled`, its state valid), an error included; an error of the run, or of
-    the block, is raised from the block as it is (not in an `ExceptionGroup`).
-    """
-    send, receive = anyio.create_memory_object_stream[Update](math.inf)
-    stream = Updates(receive)
-    given = options.pop("on_update", None)
-
-    def show(update: Update) -> None:
-        if given is not None:
-            given(update)
-        with contextlib.suppress(anyio.BrokenResourceError):  # the block was left: no one reads
-            send.send_nowait(update)
-
-    failed: list[Exception] = []  # raised as they are once the run is over, never in a group
-
-    async def drive() -> None:
-        with send:
-            try:
-                stream.run = await run(spec, prompt, on_update=show, **options)
-            except Exception as e:  # the iteration ends, then the block raises it
-                failed.append(e)
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(drive)
-        with receive:
-            try:
-                yield stream
-            except Exception as e:  # the block's own error: the run is cancelled first
-                failed.insert(0, e)
-        group.cancel_scope.cancel()
-    if failed:
-        raise failed[0]
-
-
-class _Inbox:
-    """The observations of finished tasks, each keyed by its command's id, in arrival order."""
-
-    __slots__ = ("_items", "_ready")
-
-    def __init__(self) -> None:
-        self._items: deque[tuple[str, Observation]] = deque()
-        self._ready: anyio.Event | None = None
-
-    def put(self, key: str, obs: Observation) -> None:
-        self._items.append((key, obs))
-        self.wake()
-
-    def wake(self) -> None:
-        if self._ready is not None:
-            self._ready.set()
-
-    async def get(self) -> tuple[str, Observation] | None:
-        """The next observation; None if woken without one (the alarm stepped the loop)."""
-        if not self._items:
-            self._ready = ready = anyio.Event()
-            await ready.wait()
-            self._ready = None
-            if not self._items:
-                return None
-        return self._items.popleft()
-
-
-def _event_loop_clock() -> Callable[[], float]:
-    """The running event loop's own clock, the one anyio's deadlines use (`anyio.current_time`
-    finds it again at every call)."""
-    try:
-        return asyncio.get_running_loop().time
-    except RuntimeError:  # not asyncio: trio
-        import trio
-
-        return trio.current_time
-
-
-def _is_async(fn: Callable[..., object]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004  # an object whose __call__ is async
-    )
-
-
-def _cancelled(exc: BaseException) -> bool:
-    """Whether `exc` is the run being called off (a cancel from outside, Ctrl-C), alone or
-    in a group."""
-    kinds = (anyio.get_cancelled_exc_class(), KeyboardInterrupt)
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(kinds)[1] is None
-    return isinstance(exc, kinds)
-
-
-def _own_cancel(exc: BaseException) -> bool:
-    """Whether `exc` is a cancel that work raised of itself (a future it awaited was cancelled),
-    no one cancelling this task: then it is the work's failure, not the run's end."""
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        if anyio.current_effective_deadline() == -math.inf:
-            return False  # a scope around it is cancelled: the run's, a timeout's, the caller's
-        with contextlib.suppress(RuntimeError):  # not asyncio: no task to ask
-            task = asyncio.current_task()
-            return task is None or not task.cancelling()  # .cancel(), asyncio.timeout
-        return True
-    return isinstance(exc, asyncio.CancelledError)  # under trio, asyncio's cancels nothing
 
 
 class _Driver:
@@ -262,8 +132,7 @@ class _Driver:
 
     def __init__(
         self,
-        record: Recorder,
-        now: Callable[[], float],
+        session: Session,
         model: AsyncModelClient | ModelClient,
         runner: ToolRunner,
         run_call: Callable[[RunTool], ToolOutcome],
@@ -271,18 +140,16 @@ class _Driver:
         tool_timeout: float | None,
         deps: Any,
     ) -> None:
-        self.record = record
-        self.loop = record.loop
-        self.now = now
+        self.session = session
+        self.now = session.now
         self.runner = runner
         self.run_call = run_call
         self.approve = approve
         self.tool_timeout = tool_timeout
         self.deps = deps
-        self.timeouts = {
-            t.name: t.timeout_s or tool_timeout or math.inf for t in self.loop.spec.tools
-        }
-        self.inbox = _Inbox()
+        tools = session.loop.spec.tools
+        self.timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in tools}
+        self.inbox = Inbox()
         self.tasks: dict[str, anyio.CancelScope] = {}  # the work in flight, by command id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
         self.armed_for: float | None = None  # the deadline the alarm waits for
@@ -290,93 +157,20 @@ class _Driver:
         self.on_step: Callable[[Command | Observation], None] | None = None
         self.inline_key: str | None = None  # the work this task awaits itself, if any
         self.inline_scope = anyio.CancelScope()  # ...and its scope
-        self.waiting: list[AwaitApproval] = []
-        self.finish: Finish | None = None
-        self.complete = self._client(model, record.delta, record.loop)
-
-    @staticmethod
-    def _client(
-        model: AsyncModelClient | ModelClient,
-        on_delta: Callable[[Any], object] | None,
-        loop: Loop,
-    ) -> Callable[[CallModel], Awaitable[Any]]:
-        """How to ask the model: awaited if it is async, else in a worker thread; with the
-        caller's `on_update` for its deltas if it takes them. A thread that was abandoned (the
-        run cancelled, the deadline passed) goes on: its deltas are no longer shown."""
-        if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
-            method: Callable[..., Any] = model.acomplete
-            if on_delta is not None and takes(method, "on_delta"):
-                return lambda c: method(c.request, on_delta=on_delta)
-            return lambda c: method(c.request)
-        sync: Callable[..., Any] = cast(ModelClient, model).complete
-        if on_delta is not None and takes(sync, "on_delta"):
-            show = on_delta  # the deltas come from the worker thread
-
-            def streamed(c: CallModel) -> Awaitable[Any]:
-                def shown(delta: Any) -> None:  # on the event loop's thread
-                    if loop.state.pending_model == c.id:
-                        show(delta)
-
-                call = functools.partial(
-                    sync, on_delta=lambda d: anyio.from_thread.run_sync(shown, d)
-                )
-                return anyio.to_thread.run_sync(call, c.request, abandon_on_cancel=True)
-
-            return streamed
-        return lambda c: anyio.to_thread.run_sync(sync, c.request, abandon_on_cancel=True)
-
-    # -- the work of one command -------------------------------------------------------------
+        self.complete = model_caller(model, session.on_delta, session.loop)
 
     async def model_call(self, command: CallModel) -> Observation:
         now = self.now
         if command.not_before is not None:  # on the clock that stamps observations
-            await anyio.sleep(max(command.not_before - now(), 0.0))
-        self.record.calling(command)
+            await anyio.sleep(self.session.wait(command))
+        self.session.calling(command)
         try:
             response = await self.complete(command)
         except BaseException as e:
-            if isinstance(e, Exception) or _own_cancel(e):
+            if isinstance(e, Exception) or own_cancel(e):
                 return model_failed(command.id, e, now())
             raise
         return ModelReplied(command.id, response, now=now())
-
-    async def tool_call(self, command: RunTool) -> Observation:
-        limit = self.timeouts.get(command.name, self.tool_timeout or math.inf)
-        if limit == math.inf:
-            outcome = await self._invoke(command)
-            return ToolReturned(command.id, outcome.content, outcome.is_error, now=self.now())
-        with anyio.move_on_after(limit):
-            outcome = await self._invoke(command)
-            return ToolReturned(command.id, outcome.content, outcome.is_error, now=self.now())
-        return ToolReturned(
-            command.id, f"{command.name} timed out after {limit:g} s", True, now=self.now()
-        )
-
-    async def _invoke(self, command: RunTool) -> ToolOutcome:
-        """Async tools are awaited here; everything else runs in a worker thread."""
-        runner = self.runner
-        tool = runner.get(command.name) if isinstance(runner, Toolbox) else None
-        try:
-            if tool is not None and tool.is_async:
-                return await ainvoke(tool, command.arguments, ToolContext(command.id, self.deps))
-            return await anyio.to_thread.run_sync(self.run_call, command, abandon_on_cancel=True)
-        except BaseException as e:
-            if not _own_cancel(e):
-                raise
-            if tool is not None:
-                return failure(tool, e)
-            return ToolOutcome(f"{command.name} failed: {type(e).__name__}", True)  # a runner's
-
-    async def approval(self, command: AwaitApproval) -> Observation:
-        approve = self.approve
-        assert approve is not None
-        if _is_async(approve):
-            decision = approve(command)
-        else:  # a person at a prompt, say: other calls go on meanwhile
-            decision = await anyio.to_thread.run_sync(approve, command, abandon_on_cancel=True)
-        if inspect.isawaitable(decision):
-            decision = await decision
-        return answer(command, decision, self.now())
 
     async def inline(self) -> None:
         """Await the work handed out alone, and what follows it alone, in this task: one cancel
@@ -385,7 +179,7 @@ class _Driver:
         launch, step = self.launch, self.step
         self.inline_scope = scope = anyio.CancelScope()
         with scope:
-            while self.finish is None and len(launch) == 1 and not self.tasks:
+            while self.session.finish is None and len(launch) == 1 and not self.tasks:
                 key, work = launch.pop()
                 self.inline_key = key
                 obs = await work()
@@ -399,46 +193,38 @@ class _Driver:
         with scope:
             self.inbox.put(key, await work())
 
-    # -- the loop ----------------------------------------------------------------------------
-
     def step(self, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or begin) and queue what it decides in `launch`: calls are
         journaled as started, and everything made durable, before any of it runs."""
-        record, now, on_step = self.record, self.now, self.on_step
+        session, on_step = self.session, self.on_step
         if obs is None:
-            commands = record.first(now())
+            commands = session.start()
         else:
-            commands = record.send(obs)
+            commands = session.send(obs)
             if on_step is not None:  # once recorded: a dump taken there holds it
                 on_step(obs)
-        launch = self.launch
-        queued = len(launch)
-        work: Work
-        for command in commands:
-            match command:
-                case Finish():
-                    self.finish = command
-                    continue
-                case CallModel(id=key):
-                    work = functools.partial(self.model_call, command)
-                case RunTool(id=key):
-                    record.send(ToolStarted(key, now=now()))
-                    work = functools.partial(self.tool_call, command)
-                case AwaitApproval(id=key) if self.approve is not None:
-                    work = functools.partial(self.approval, command)
-                case _:
-                    self.waiting.append(command)  # type: ignore[arg-type]
-                    continue
-            launch.append((key, work))
-        if len(launch) > queued:
-            record.commit()
+        for handed in session.hand_out(commands, self.approve is not None):
+            self.launch.append((handed.id, self.work(handed)))
         if on_step is not None:  # once every call handed out is recorded as started
             for command in commands:
                 on_step(command)
         self.abandon_stale()
-        deadline = self.loop.next_deadline()
+        deadline = session.deadline()
         if deadline != self.armed_for and self.rearm is not None:
             self.rearm.set()
+
+    def work(self, command: CallModel | RunTool | AwaitApproval) -> Work:
+        """What carrying out `command` takes, not yet begun."""
+        match command:
+            case CallModel():
+                return functools.partial(self.model_call, command)
+            case RunTool(name=name):
+                limit = self.timeouts.get(name, self.tool_timeout or math.inf)
+                return functools.partial(
+                    tool, command, limit, self.runner, self.run_call, self.deps, self.now
+                )
+        assert self.approve is not None
+        return functools.partial(approval, self.approve, command, self.now)
 
     def abandon_stale(self) -> None:
         """Cancel work whose result the loop no longer waits for (it finished, or a guard gave
@@ -446,10 +232,9 @@ class _Driver:
         tasks, inline = self.tasks, self.inline_key
         if not tasks and inline is None:
             return
-        wanted = self.loop.outstanding_ids()
-        for key in [k for k in tasks if k not in wanted]:
+        for key in self.session.stale(tasks):
             tasks.pop(key).cancel()
-        if inline is not None and inline not in wanted:
+        if inline is not None and self.session.stale([inline]):
             self.inline_key = None
             self.inline_scope.cancel()
 
@@ -458,9 +243,9 @@ class _Driver:
         deadline moves as the run goes (time spent waiting only for a person does not count),
         so `step` re-arms this when it does; a `Tick` goes out only once the loop says its
         deadline has passed."""
-        loop, now = self.loop, self.now
+        session, now = self.session, self.now
         while True:
-            deadline = self.armed_for = loop.next_deadline()
+            deadline = self.armed_for = session.deadline()
             self.rearm = rearm = anyio.Event()
             if deadline is None:
                 await rearm.wait()
@@ -469,7 +254,7 @@ class _Driver:
             with anyio.CancelScope(deadline=anyio.current_time() + wait):
                 await rearm.wait()
                 continue
-            if loop.deadline_passed(now()):
+            if session.loop.deadline_passed(now()):
                 self.step(Tick(now=now()))
                 self.inbox.wake()
 
@@ -486,9 +271,9 @@ class _Driver:
         try:
             async with anyio.create_task_group() as group:
                 self.step(None)
-                if self.finish is None and launch:
+                if self.session.finish is None and launch:
                     group.start_soon(self.alarm)
-                while self.finish is None:
+                while self.session.finish is None:
                     if len(launch) == 1 and not tasks:
                         await self.inline()
                         continue
@@ -503,10 +288,11 @@ class _Driver:
                         self.step(got[1])
                 group.cancel_scope.cancel()
         except BaseException as exc:
-            if self.finish is not None or not _cancelled(exc):
+            if self.session.finish is not None or not cancelled(exc):
                 raise
             self.step(Cancelled("the run was cancelled", now=self.now()))
-        if self.finish is None and tasks:  # a task raised its backend's cancel (an approver's
-            # own asyncio.CancelledError): the group cancelled itself and left without a word
+        # a task raised its backend's cancel (an approver's own asyncio.CancelledError): the
+        # group cancelled itself and left without a word
+        if self.session.finish is None and tasks:
             self.step(Cancelled("the run was cancelled", now=self.now()))
-        return Run(self.loop, self.finish, self.waiting)
+        return self.session.run()

@@ -1,8 +1,5 @@
-"""The plain synchronous executor: one command at a time, tools run inline.
-
-It carries out what the loop decides and nothing more. Tools run one after another (use the async
-executor, `aio`, to overlap them); a sync tool cannot be interrupted, so per-tool timeouts need the
-sandbox.
+"""The plain synchronous executor: one command at a time, tools run inline, one after another
+(`aio` overlaps them); a sync tool cannot be interrupted, so per-tool timeouts need the sandbox.
 """
 
 from __future__ import annotations
@@ -28,23 +25,15 @@ from turnstile.core import (
     RunTool,
     Tool,
     ToolReturned,
-    ToolStarted,
 )
 from turnstile.providers import Delta
 
+from ._effects import JournalArg, answer, check_model, model_failed, opened
 from ._events import Update
 from ._invoke import sync_failure
 from ._protocols import ModelClient, ToolRunner, takes
-from ._run import (
-    JournalArg,
-    Run,
-    answer,
-    check_model,
-    model_failed,
-    opened,
-    prepare,
-    renamed_state,
-)
+from ._run import Run
+from ._session import Session
 from ._toolbox import as_runner, caller
 
 Approver = Callable[[AwaitApproval], "bool | str"]
@@ -60,15 +49,11 @@ def call_model(
     """One model call as an observation, sent no sooner than its `not_before` (waiting with
     `sleep`); a failure of any kind becomes `ModelFailed`. `on_delta` goes to a client whose
     `complete` takes it."""
-    if command.not_before is not None:
-        wait = command.not_before - now()
-        if wait > 0:
-            sleep(wait)
+    if command.not_before is not None and (wait := command.not_before - now()) > 0:
+        sleep(wait)
+    streamed = {} if on_delta is None else {"on_delta": on_delta}
     try:
-        if on_delta is None:
-            response = model.complete(command.request)
-        else:
-            response = model.complete(command.request, on_delta=on_delta)  # type: ignore[call-arg]
+        response = model.complete(command.request, **streamed)
     except BaseException as e:  # no one cancels a sync call: a cancel is the client's failure
         if not sync_failure(e):
             raise
@@ -91,7 +76,6 @@ def run(
     on_event: Callable[[Event], None] | None = None,
     on_update: Callable[[Update], object] | None = None,
     on_step: Callable[[Command | Observation], None] | None = None,
-    state: Loop | None = None,
 ) -> Run:
     """Drive a loop until it finishes, or until only human approvals are left to wait for.
 
@@ -115,54 +99,53 @@ def run(
     reply's deltas, tools started and finished, approvals needed, retries, the finish).
     `on_step` sees every command, and every observation of what the world did, each once the
     loop has recorded it (a `RunTool` once its start is): a dump taken there, as in `on_event`,
-    never runs a call twice that is not replay-safe. `state` is the deprecated name of `loop`.
+    never runs a call twice that is not replay-safe.
 
     Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
     """
     check_model(model, can_await=False)
-    resumed = renamed_state(loop, state)
     runner = as_runner(tools)
     run_call = caller(runner, deps)
     on_delta = on_update if on_update is not None and takes(model.complete, "on_delta") else None
-    with opened(journal, resumed) as journaled:
-        record, now = prepare(
-            spec, runner, prompt, resumed, clock, journaled, on_event, on_update=on_update
+    with opened(journal, loop) as journaled:
+        session = Session(
+            spec,
+            prompt,
+            loop=loop,
+            tool_specs=runner.specs,
+            clock=clock,
+            journal=journaled,
+            on_event=on_event,
+            on_update=on_update,
         )
-        pending = deque(record.first(now()))
-        waiting: list[AwaitApproval] = []
+        now = session.now
+        pending = deque(session.start())
         while pending:
             command = pending.popleft()
-            if type(command) is RunTool or type(command) is AwaitApproval:
-                if command.id not in record.loop.outstanding_ids():
-                    continue  # the loop closed its call since (the deadline passed, say)
-            if type(command) is RunTool:  # started before anyone sees it: a dump never lags
-                record.send(ToolStarted(command.id, now=now()))
-                record.commit()
-            if on_step is not None:
+            if not session.begin(command):
+                continue  # the loop closed its call since (the deadline passed, say)
+            if on_step is not None:  # a tool's start recorded first: a dump never lags
                 on_step(command)
             match command:
                 case Finish():
-                    return Run(record.loop, command)
+                    return Run(session.loop, command)
                 case CallModel():
-                    record.commit()
-                    if command.not_before is not None:
-                        wait = command.not_before - now()
-                        if wait > 0:
-                            sleep(wait)
-                    record.calling(command)
+                    if (wait := session.wait(command)) > 0:
+                        sleep(wait)
+                    session.calling(command)
                     obs = call_model(model, command, now, sleep, on_delta)
                 case RunTool(id=call_id):
                     outcome = run_call(command)
                     obs = ToolReturned(call_id, outcome.content, outcome.is_error, now=now())
                 case AwaitApproval():
                     if approve is None:
-                        waiting.append(command)
+                        session.waiting.append(command)
                         continue
                     obs = answer(command, approve(command), now())
                 case _:
                     raise TypeError(f"unknown command {command!r}")
-            commands = record.send(obs)
+            commands = session.send(obs)
             if on_step is not None:  # once recorded: a dump taken there holds it
                 on_step(obs)
             pending.extend(commands)
-        return Run(record.loop, None, waiting)
+        return session.run()

@@ -27,8 +27,8 @@ from turnstile.core import (
     ToolReturned,
 )
 from turnstile.executors._invoke import ainvoke
+from turnstile.executors._effects import model_failed
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
-from turnstile.executors._run import model_failed
 from turnstile.executors._toolbox import Toolbox, caller
 
 from ._wire import (

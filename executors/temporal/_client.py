@@ -29,7 +29,8 @@ from turnstile.core import (
     Started,
 )
 from turnstile.executors._events import ModelCallStarted, Narrator, Update
-from turnstile.executors._run import Run, check_prompt
+from turnstile.executors._run import Run
+from turnstile.executors._session import check_prompt
 
 from ._wire import DEFAULT_OPTIONS, TASK_QUEUE, WORKFLOW, Input, Options, encode, shippable
 

@@ -1,6 +1,6 @@
 """One loop, any executor: every fixture gives the same event log (timestamps aside) through
-the sync executor, the async one under asyncio and under trio, and the sandbox — one snapshot
-per fixture, shared by them all."""
+the sync executor, the async one under asyncio and under trio, the sandbox, and the `Session`
+alone driven by scripted I/O — one snapshot per fixture, shared by them all."""
 
 from __future__ import annotations
 
@@ -25,9 +25,16 @@ from turnstile.core import (
 from turnstile.executors import Run, ScriptedModel, aio, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
 from turnstile.executors.testing import replay
-from turnstile.providers.replay import load_trace, spec_for
+from turnstile.providers.replay import (
+    RecordedTools,
+    client_and_transport,
+    load_trace,
+    prompt_for,
+    spec_for,
+)
 
 from tests.executors import conformance_tools
+from tests.executors.test_session import ScriptedIO
 
 FIXTURES = sorted((Path(__file__).parent.parent.parent / "fixtures").glob("*/*.json"))
 # recorded with a tool world no real tool here reproduces (上海 answers elsewhere, times out here;
@@ -68,6 +75,17 @@ def event_log(run: Run) -> list[str]:
     return [*lines, *sorted(batch), f"finish {run.stop_reason.value}"]
 
 
+def by_session(path: Path) -> Run:
+    """The fixture's loop driven by the `Session` alone, over the recorded replies and tool
+    outputs: no executor, no event loop."""
+    trace = load_trace(path)
+    client, transport = client_and_transport(trace, sync=True)
+    io = ScriptedIO(client.complete, RecordedTools(trace))
+    run = io.drive(io.session(spec_for(trace), prompt_for(trace)))
+    assert not transport.remaining
+    return run
+
+
 @pytest.fixture(scope="module")
 def sandbox() -> Sandbox:
     with Sandbox(TOOLS, SandboxLimits(wall_s=20), warm=1) as box:
@@ -79,6 +97,7 @@ def test_every_executor_gives_the_same_event_log(path: Path, sandbox: Sandbox, s
     by_sync = event_log(replay(path))
     assert event_log(replay(path, executor="asyncio")) == by_sync
     assert event_log(replay(path, executor="trio")) == by_sync
+    assert event_log(by_session(path)) == by_sync
     name = f"{path.parent.name}/{path.name}"
     if spec_for(load_trace(path)).tools and name not in NOT_REPRODUCIBLE:
         assert event_log(replay(path, tools=sandbox)) == by_sync
@@ -105,13 +124,16 @@ def runner_tools() -> list[object]:
     return [conformance_tools.get_weather, conformance_tools.save_note, conformance_tools.get_chart]
 
 
-@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio", "sandbox"])
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio", "sandbox", "session"])
 def test_a_spec_naming_no_tools_is_offered_the_runners_tools(
     executor: str, sandbox: Sandbox
 ) -> None:
     model = ScriptedModel(offered)
     tools = sandbox if executor == "sandbox" else runner_tools()
-    if executor in ("sync", "sandbox"):
+    if executor == "session":
+        io = ScriptedIO(model.complete, tools)
+        run = io.drive(io.session(NAMES_NO_TOOLS, "note it"))
+    elif executor in ("sync", "sandbox"):
         run = sync.run(NAMES_NO_TOOLS, "note it", model=model, tools=tools)
     else:
 

@@ -123,17 +123,6 @@ def test_approvals_wait_then_resume_from_a_dump() -> None:
     assert resumed.messages[2].results[0].content == "deleted /tmp/x"
 
 
-def test_state_is_the_old_name_of_loop() -> None:
-    spec = LoopSpec(tools=(delete.spec,))
-    model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "/tmp/x"})), text("done")])
-    first = sync.run(spec, "clean up", model=model, tools=[delete])
-    with pytest.warns(DeprecationWarning, match=r"is now run\(loop=\.\.\.\)"):
-        resumed = sync.run(spec, model=model, tools=[delete], state=first.loop, approve=bool)
-    assert resumed.stop_reason is StopReason.completed
-    with pytest.raises(TypeError, match="not both"), pytest.warns(DeprecationWarning):
-        sync.run(spec, model=model, tools=[delete], loop=first.loop, state=first.loop)
-
-
 def test_a_denial_reaches_the_model() -> None:
     spec = LoopSpec(tools=(delete.spec,))
     model = ScriptedModel([calls(ToolCall("d", "delete", {"path": "/"})), text("ok")])

@@ -1,0 +1,113 @@
+"""What executors share in carrying out commands: the journal a `run` writes, the model it may
+call, a failed call and an approver's decision as observations."""
+
+from __future__ import annotations
+
+__all__ = ["JournalArg", "answer", "check_model", "model_failed", "opened"]
+
+import contextlib
+import inspect
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TypeAlias
+
+from turnstile.core import (
+    Approved,
+    AwaitApproval,
+    Denied,
+    Loop,
+    ModelError,
+    ModelFailed,
+    Observation,
+)
+
+from ._protocols import AsyncModelClient, ModelClient
+
+if TYPE_CHECKING:
+    from ._journal import Journal
+
+JournalArg: TypeAlias = "Journal | str | os.PathLike[str] | None"
+
+
+@contextlib.contextmanager
+def opened(journal: JournalArg, resumed: Loop | None) -> Iterator[Journal | None]:
+    """The journal to write: one given open (made durable on the way out, left open), or the
+    one at a path (opened here with the default policy, and closed on the way out).
+
+    Raises `ValueError` for a journal given with a loop to resume: a journal holds its own.
+    """
+    if journal is not None and resumed is not None:
+        raise ValueError("run() takes loop= or journal=, not both: a journal holds its own loop")
+    if journal is None:
+        yield None
+    elif isinstance(journal, str | os.PathLike):
+        from ._journal import Journal
+
+        with Journal(journal) as at_path:
+            try:
+                yield at_path
+            finally:
+                at_path.commit()
+    else:
+        try:
+            yield journal
+        finally:
+            journal.commit()
+
+
+def _described(model: object) -> str:
+    if inspect.isfunction(model) or inspect.ismethod(model):
+        name = model.__name__
+        shown = "fn" if name == "<lambda>" else name
+        return f"the function {name} (ScriptedModel({shown}) makes a client of a function)"
+    return repr(model)
+
+
+def check_model(model: object, *, can_await: bool) -> None:
+    """Raise `TypeError`, before anything runs, for a model an executor cannot call: not a
+    client at all, or (for an executor that cannot await, `can_await=False`) an async one."""
+    is_async = getattr(model, "is_async", None)
+    if can_await:
+        if isinstance(model, AsyncModelClient) or isinstance(model, ModelClient):
+            return
+        raise TypeError(
+            "turnstile.executors.aio.run needs an AsyncModelClient (async acomplete(request) -> "
+            "ModelResponse) or a ModelClient (complete(request) -> ModelResponse), got "
+            + _described(model)
+        )
+    if isinstance(model, ModelClient) and is_async is not True:
+        return
+    if is_async is True or isinstance(model, AsyncModelClient):
+        raise TypeError(
+            f"{model!r} is async: sync.run calls complete(request); give the client a sync SDK "
+            "client, or run it with turnstile.executors.aio (under asyncio or trio)"
+        )
+    raise TypeError(
+        "sync.run needs a ModelClient (complete(request) -> ModelResponse), got "
+        + _described(model)
+    )
+
+
+def model_failed(command_id: str, exc: BaseException, now: float) -> ModelFailed:
+    """A failed model call as an observation: `ModelError`s say whether to retry, what the
+    provider called the failure and how long it asked to wait; anything else (a bug in a
+    client) is final, but never loses the run's state."""
+    if isinstance(exc, ModelError):
+        return ModelFailed(
+            command_id,
+            exc.message,
+            exc.retryable,
+            kind=exc.kind,
+            retry_after=exc.retry_after,
+            model=exc.model,
+            status=exc.status,
+            now=now,
+        )
+    return ModelFailed(command_id, f"{type(exc).__name__}: {exc}", False, now=now)
+
+
+def answer(command: AwaitApproval, decision: bool | str, now: float) -> Observation:
+    """An approver's decision: True approves; False or a reason denies."""
+    if decision is True:
+        return Approved(command.id, now=now)
+    return Denied(command.id, decision if isinstance(decision, str) else "", now=now)
