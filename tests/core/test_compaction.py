@@ -1,5 +1,5 @@
-"""Compaction: its records survive a dump only as a loop could have written them, and a summary
-asked for is asked again after a restart."""
+"""Compaction: a long run compacts instead of stopping, by each strategy; its records survive a
+dump only as a loop could have written them; a summary asked for is asked again after a restart."""
 
 from __future__ import annotations
 
@@ -13,20 +13,25 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from turnstile.core import (
+    AssistantMessage,
     CallModel,
     Compaction,
     CorruptState,
+    Guards,
     Loop,
+    LoopSpec,
     ModelReplied,
     Purpose,
+    StopReason,
+    Thinking,
+    ToolResults,
     Usage,
     UserMessage,
     validate_history,
 )
 
-from tests.core._drive import Driver, call, reply
+from tests.core._drive import Driver, call, reply, spec
 from tests.core._scripts import Run, check_consistent, drive, specs
-from tests.core.test_long_runs import small_window
 from tests.core.test_properties import LONG
 
 
@@ -165,3 +170,122 @@ def test_a_compacted_state_changed_behind_a_valid_checksum_is_corrupt_or_sends_v
     except CorruptState:
         return
     check_consistent(s, loop, [])
+
+
+NO_LIMITS = {
+    "max_turns": None,
+    "deadline_s": None,
+    "max_repeated_calls": None,
+    "max_stalled_rounds": None,
+}
+
+
+def small_window(strategy: str, **policy: object) -> LoopSpec:
+    guards = Guards(context_window=1_000, reserve_tokens=100, **NO_LIMITS)
+    return spec("read", guards=guards, compaction=Compaction(strategy=strategy, **policy))
+
+
+def turns(d: Driver, n: int, size: int = 300) -> CallModel:
+    """`n` turns, each a call to `read` with a thinking block and a result of `size` bytes;
+    returns the request after the last."""
+    ask = None
+    for i in range(d.state.turns, d.state.turns + n):
+        d.reply(
+            Thinking(f"step {i}", signature=f"sig{i}"), call(f"c{i}", "read", n=i), usage=Usage()
+        )
+        [ask] = d.result(f"c{i}", "x" * size)
+    assert isinstance(ask, CallModel)
+    return ask
+
+
+@pytest.mark.parametrize("strategy", ["clear_tool_results", "drop_turns"])
+def test_a_compacted_request_stays_under_the_window_and_the_ledger_keeps_everything(
+    strategy: str,
+) -> None:
+    d = Driver(small_window(strategy))
+    d.start("read everything")
+    ask = turns(d, 12)
+    assert ask.request.purpose is Purpose.turn
+    assert d.state.compactions, "the conversation outgrew the window: it was compacted"
+    assert d.state.context_tokens <= 0.8 * 1_000
+    assert len(d.state.messages) == 1 + 2 * 12  # the ledger: every reply and result
+    sent = list(ask.request.messages)
+    validate_history(sent)
+    assert sent[-2:] == d.state.messages[-2:]  # the newest turn as it came
+    replies = [m for m in sent if type(m) is AssistantMessage]
+    assert all(m in d.state.messages for m in replies), "replies are sent whole, signatures too"
+    if strategy == "clear_tool_results":
+        assert len(sent) == len(d.state.messages)
+        assert any(
+            r.content.startswith("[cleared by turnstile")
+            for m in sent
+            if type(m) is ToolResults
+            for r in m.results
+        )
+    else:
+        assert len(sent) < len(d.state.messages)
+        assert sent[0] != d.state.messages[0] and "left out" in sent[0].content
+
+
+def test_a_summary_is_one_more_call_and_its_reply_stands_for_the_older_turns() -> None:
+    d = Driver(small_window("summarize"))
+    d.start("read everything")
+    for i in range(20):
+        d.reply(call(f"c{i}", "read", n=i), usage=Usage())
+        [ask] = d.result(f"c{i}", "x" * 300)
+        if ask.request.purpose is Purpose.summarize:
+            break
+    assert d.state.phase == "compacting"
+    summary_ask = ask.request
+    assert summary_ask.tool_choice == "none" and summary_ask.messages[-1].content.startswith(
+        "Your context window is nearly full"
+    )
+    validate_history(summary_ask.messages)
+    turns_before = d.state.turns
+    [ask] = d.reply("I read files 0 to 3: all x.", usage=Usage(700, 20))
+    assert d.state.phase == "awaiting_model" and d.state.turns == turns_before
+    assert ask.request.purpose is Purpose.turn
+    first = ask.request.messages[0]
+    assert first.content.startswith("read everything") and "I read files 0 to 3" in first.content
+    record = d.state.compactions[-1]
+    assert record.summary == "I read files 0 to 3: all x." and record.command_id is not None
+    assert all(type(m) is not AssistantMessage or "I read" not in str(m) for m in d.state.messages)
+    validate_history(ask.request.messages)
+
+
+def test_the_context_guard_still_stops_what_compaction_cannot_save() -> None:
+    d = Driver(small_window("drop_turns", keep_turns=3))
+    d.start("go")
+    for i in range(3):
+        d.reply(call(f"c{i}", "read", n=i), usage=Usage())
+        commands = d.result(f"c{i}", "y" * 1_100)  # each turn alone is near the window
+    [final] = commands
+    assert final.request.purpose is Purpose.finalize
+    assert d.state.stop_reason is StopReason.context_budget
+
+
+def test_a_replay_of_the_log_compacts_the_same() -> None:
+    for strategy in ("clear_tool_results", "drop_turns", "summarize"):
+        d = Driver(small_window(strategy))
+        d.start("go")
+        for i in range(15):
+            if d.state.phase == "compacting":
+                d.reply(f"summary {i}", usage=Usage())
+            d.reply(call(f"c{i}", "read", n=i), usage=Usage())
+            d.result(f"c{i}", "z" * 300)
+        again = Loop.replay(d.loop.spec, d.state.events)
+        assert again.state == d.state and again.dump() == d.loop.dump()
+        assert again.outstanding_commands() == d.loop.outstanding_commands()
+        loaded = Loop.load(d.loop.spec, d.loop.dump())
+        assert loaded.outstanding_commands() == d.loop.outstanding_commands()
+
+
+def test_compaction_needs_a_window_and_sensible_fractions() -> None:
+    with pytest.raises(ValueError, match="context_window"):
+        LoopSpec(guards=Guards(context_window=None), compaction=Compaction(strategy="drop_turns"))
+    with pytest.raises(ValueError, match="target"):
+        Compaction(strategy="drop_turns", threshold=0.5, target=0.6)
+    with pytest.raises(ValueError, match="keep_turns"):
+        Compaction(strategy="drop_turns", keep_turns=0)
+    shipped = small_window("summarize", keep_turns=4)
+    assert msgspec.json.decode(msgspec.json.encode(shipped), type=LoopSpec) == shipped

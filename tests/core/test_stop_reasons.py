@@ -314,7 +314,7 @@ def test_every_stop_reason_is_covered() -> None:
         "requires_action",
         "cancelled",
         "invalid_output",  # tests/core/test_output.py
-        "cost_budget",  # tests/core/test_long_runs.py
+        "cost_budget",  # tests/core/test_cost.py
     }
     assert covered == {r.value for r in StopReason} - {"unknown"}
     assert next(iter(StopReason)) is StopReason.unknown
