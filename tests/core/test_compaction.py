@@ -10,8 +10,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings, target
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from turnstile.core import (
     AssistantMessage,
     CallModel,
@@ -31,8 +32,12 @@ from turnstile.core import (
 )
 
 from tests.core._drive import Driver, call, reply, spec
-from tests.core._scripts import Run, check_consistent, drive, specs
-from tests.core.test_properties import LONG
+from tests.core._scripts import (
+    Run,
+    check_consistent,
+    drive,
+    specs,
+)
 
 
 def _redumped(data: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
@@ -289,3 +294,43 @@ def test_compaction_needs_a_window_and_sensible_fractions() -> None:
         Compaction(strategy="drop_turns", keep_turns=0)
     shipped = small_window("summarize", keep_turns=4)
     assert msgspec.json.decode(msgspec.json.encode(shipped), type=LoopSpec) == shipped
+
+
+LONG = Guards(
+    max_turns=None,
+    deadline_s=None,
+    context_window=700,
+    reserve_tokens=50,
+    max_repeated_calls=None,
+    max_stalled_rounds=None,
+    max_failed_rounds=None,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.data(),
+    strategy=st.sampled_from(["clear_tool_results", "drop_turns", "summarize"]),
+    keep=st.integers(1, 3),
+)
+def test_compacting_runs_keep_every_rule_and_dump_load_and_replay_at_every_step(
+    data: st.DataObject, strategy: str, keep: int
+) -> None:
+    """Long random runs in a small window, compacted by each strategy: every request valid (the
+    `Run` checks it), and at every step the state dumps and loads back equal, sends the same,
+    and a replay of its log rebuilds it."""
+    policy = Compaction(strategy=strategy, keep_turns=keep)  # type: ignore[arg-type]
+    spec = replace(data.draw(specs(guards=LONG, stop_when=())), compaction=policy)
+
+    def same_after_load_and_replay(run: Run) -> None:
+        loaded = Loop.load(spec, run.loop.dump())
+        assert loaded.state == run.state and loaded.dump() == run.loop.dump()
+        assert loaded.outstanding_commands() == run.loop.outstanding_commands()
+        replayed = Loop.replay(spec, run.state.events)
+        assert replayed.dump() == run.loop.dump()
+
+    run = Run(spec)
+    run.unmetered = data.draw(st.booleans())
+    drive(data, run, steps=90, on_step=same_after_load_and_replay)
+    run.check_finished()
+    target(float(len(run.state.compactions)), label="compactions")
