@@ -1,4 +1,5 @@
-"""A small driver for tests: scripts observations, keeps a readable log for snapshots."""
+"""A small driver for tests: scripts observations, keeps a readable log for snapshots, its arrows
+as the executors draw them: `→` a command out of the loop, `←` an observation into it."""
 
 from __future__ import annotations
 
@@ -70,25 +71,25 @@ class Driver:
                 new, self._seen = messages[self._seen :], len(messages)
                 tools = [t.name for t in c.request.tools]
                 self.log.append(
-                    f"<- call_model {c.id} {c.request.purpose.value} tools={tools} new={_json(new)}"
+                    f"→ call_model {c.id} {c.request.purpose.value} tools={tools} new={_json(new)}"
                 )
             else:
                 fields = msgspec.to_builtins(c)
                 kind = fields.pop("type")
                 self.log.append(
-                    f"<- {kind} {json.dumps(fields, ensure_ascii=False, sort_keys=True)}"
+                    f"→ {kind} {json.dumps(fields, ensure_ascii=False, sort_keys=True)}"
                 )
         self.last = commands
         return commands
 
     def start(self, prompt: str = "hi") -> list[Command]:
-        self.log.append(f"-> start {prompt!r} @{self.now}")
+        self.log.append(f"← start {prompt!r} @{self.now}")
         return self._record(self.loop.start(prompt, self.now))
 
     def send(self, obs: Observation) -> list[Command]:
         fields = msgspec.to_builtins(obs)
         kind = fields.pop("type")
-        self.log.append(f"-> {kind} {json.dumps(fields, ensure_ascii=False, sort_keys=True)}")
+        self.log.append(f"← {kind} {json.dumps(fields, ensure_ascii=False, sort_keys=True)}")
         return self._record(self.loop.send(obs))
 
     def pending_model(self) -> str:

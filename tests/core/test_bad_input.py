@@ -377,26 +377,6 @@ def test_a_reply_that_requires_an_action_the_loop_cannot_take_stops_by_name() ->
     validate_history(d.state.messages)
 
 
-@pytest.mark.parametrize(
-    ("given", "says"),
-    [
-        # found in review: every run stopped on context_budget before its first call
-        ({"context_window": 1000}, "context_window: must be larger than reserve_tokens"),
-        ({"context_window": 18_000}, "context_window: must be larger than reserve_tokens"),
-        # found in review: the final request carried an empty message, an invalid history
-        ({"finalize_prompt": ""}, "finalize_prompt"),
-        ({"finalize_prompt": "  \n"}, "finalize_prompt"),
-    ],
-)
-def test_guards_no_run_could_use_are_refused_naming_why(given: dict[str, Any], says: str) -> None:
-    with pytest.raises(ValueError, match=says):
-        Guards(**given)
-
-
-def test_a_small_window_with_a_reserve_to_match_is_fine() -> None:
-    assert Guards(context_window=1000, reserve_tokens=200).context_window == 1000
-
-
 # -- 6. depth bombs and huge inputs --------------------------------------------------------------
 
 

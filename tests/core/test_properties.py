@@ -21,7 +21,6 @@ from turnstile.core import (
     AwaitApproval,
     CallModel,
     Command,
-    Compaction,
     Denied,
     Finish,
     Guards,
@@ -145,46 +144,6 @@ def test_replaying_the_event_log_rebuilds_the_state(data: st.DataObject, spec: L
     same_after_replay(run)
 
 
-LONG = Guards(
-    max_turns=None,
-    deadline_s=None,
-    context_window=700,
-    reserve_tokens=50,
-    max_repeated_calls=None,
-    max_stalled_rounds=None,
-    max_failed_rounds=None,
-)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    data=st.data(),
-    strategy=st.sampled_from(["clear_tool_results", "drop_turns", "summarize"]),
-    keep=st.integers(1, 3),
-)
-def test_compacting_runs_keep_every_rule_and_dump_load_and_replay_at_every_step(
-    data: st.DataObject, strategy: str, keep: int
-) -> None:
-    """Long random runs in a small window, compacted by each strategy: every request valid (the
-    `Run` checks it), and at every step the state dumps and loads back equal, sends the same,
-    and a replay of its log rebuilds it."""
-    policy = Compaction(strategy=strategy, keep_turns=keep)  # type: ignore[arg-type]
-    spec = replace(data.draw(specs(guards=LONG, stop_when=())), compaction=policy)
-
-    def same_after_load_and_replay(run: Run) -> None:
-        loaded = Loop.load(spec, run.loop.dump())
-        assert loaded.state == run.state and loaded.dump() == run.loop.dump()
-        assert loaded.outstanding_commands() == run.loop.outstanding_commands()
-        replayed = Loop.replay(spec, run.state.events)
-        assert replayed.dump() == run.loop.dump()
-
-    run = Run(spec)
-    run.unmetered = data.draw(st.booleans())
-    drive(data, run, steps=90, on_step=same_after_load_and_replay)
-    run.check_finished()
-    target(float(len(run.state.compactions)), label="compactions")
-
-
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), spec=specs())
 def test_any_observation_in_any_phase_is_refused_cleanly_or_accepted_validly(
@@ -250,30 +209,6 @@ def test_model_retries_are_counted_apart_from_turns(data: st.DataObject, retries
     assert len(run.model_calls) - last_streak == tries - 1
     assert len(run.model_calls) == 1 + sum(streaks) + len(streaks) + tries - 1
     assert run.state.turns == len(streaks)
-    run.check_finished()
-
-
-@settings(max_examples=40, deadline=None)
-@given(data=st.data(), retries=st.integers(0, 3), models=st.integers(1, 3))
-def test_each_fallback_model_gets_its_retries_and_answers_until_the_run_ends(
-    data: st.DataObject, retries: int, models: int
-) -> None:
-    """Retryable failures past a model's retries move the run to the next model, at once and
-    for good; past the last one's, the run ends with `model_error`."""
-    names = tuple(f"m{i}" for i in range(models))
-    guards = replace(OFF, max_model_retries=retries)
-    spec = replace(data.draw(specs(guards=guards, stop_when=())), models=names, prices={})
-    run = Run(spec)
-    run.start()
-    asked: list[str | None] = [run.model_calls[-1].request.model]
-    for _ in range(models * (retries + 1)):
-        commands = run.send(ModelFailed(run.waiting[0].id, "overloaded", True, now=run.now + 1))
-        if type(commands[0]) is CallModel:
-            asked.append(commands[0].request.model)
-    assert commands == [Finish(StopReason.model_error)]
-    assert asked == [m for m in names for _ in range(retries + 1)]
-    failed = [e.model for e in run.state.events if type(e) is ModelFailed]
-    assert failed == asked
     run.check_finished()
 
 

@@ -18,6 +18,7 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ModelError,
+    ModelFailed,
     ModelRequest,
     ModelResponse,
     ModelStop,
@@ -31,7 +32,7 @@ from turnstile.core import (
     tool,
     validate_history,
 )
-from turnstile.executors import Run, ScriptedModel, aio
+from turnstile.executors import Run, ScriptedModel, aio, sync
 from turnstile.executors import trio as trio_alias
 from turnstile.executors.testing import run_async
 
@@ -434,3 +435,45 @@ def test_a_retry_whose_time_has_passed_is_sent_at_once(
         backend, lambda: aio.run(spec, "hi", model=model, clock=lambda: float(next(readings)))
     )
     assert run.stop_reason is StopReason.completed and len(model.requests) == 2
+
+
+class Garbage:
+    """A model client with a bug: what it returns is not a `ModelResponse`."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+    def complete(self, request: Any) -> Any:
+        return self.reply
+
+
+class AsyncGarbage(Garbage):
+    async def acomplete(self, request: Any) -> Any:
+        return self.reply
+
+
+GARBAGE = [
+    None,
+    "hello",
+    {"content": []},
+    ModelResponse([None], ModelStop.end_turn, Usage(1, 1)),  # type: ignore[list-item]
+    object(),
+]
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
+@pytest.mark.parametrize("reply", GARBAGE, ids=["none", "str", "dict", "bad-content", "object"])
+def test_a_model_client_s_garbage_reply_ends_the_run_as_a_model_error(
+    executor: str, reply: Any
+) -> None:
+    if executor == "sync":
+        run = sync.run(LoopSpec(), "hi", model=Garbage(reply))
+    else:
+        run = run_async(
+            lambda: aio.run(LoopSpec(), "hi", model=AsyncGarbage(reply)),
+            backend=executor,  # type: ignore[arg-type]
+        )
+    assert run.stop_reason is StopReason.model_error
+    [failed] = [e for e in run.state.events if type(e) is ModelFailed]
+    assert not failed.retryable and "not a valid reply" in failed.message
+    validate_history(run.messages)

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp.types
 import msgspec
 import pytest
 import trio
 from mcp import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from turnstile.core import (
     Loop,
@@ -266,3 +268,41 @@ def test_a_tool_name_the_providers_refuse_is_offered_as_one_they_take() -> None:
         assert tools.run(offered[1], {}) == ('{"result":"long"}', False)
     with MCPTools(odd) as again:
         assert [s.name for s in again.specs] == offered
+
+
+def test_an_mcp_image_that_is_not_base64_is_an_error_result() -> None:
+    server = MCPServer("bad pictures")
+
+    @server.tool()
+    def picture() -> list[mcp.types.ImageContent]:
+        """A picture whose data is not base64."""
+        return [mcp.types.ImageContent(data="abc", mime_type="image/png")]
+
+    with MCPTools(server) as tools:
+        content, is_error = tools.run("picture", {})
+    assert is_error and "picture" in str(content)
+
+
+def test_a_server_whose_tool_list_pages_forever_is_refused() -> None:
+    pages = 0
+
+    async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
+        nonlocal pages
+        pages += 1  # a bound, so the test fails rather than hangs without the check
+        listed = mcp.types.Tool(name="echo", input_schema={"type": "object"})
+        return mcp.types.ListToolsResult(
+            tools=[listed], next_cursor="again" if pages < 50 else None
+        )
+
+    server = Server("loops", on_list_tools=list_tools)
+    with pytest.raises(ConnectionError, match="pages in a loop \\(cursor 'again'"):
+        MCPTools(server).__enter__()
+    assert pages == 2
+
+
+def test_a_server_that_fails_to_list_its_tools_is_a_connection_error() -> None:
+    async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
+        raise RuntimeError("the catalogue is down")
+
+    with pytest.raises(ConnectionError, match=r"MCP server .*: MCPError: Internal server error"):
+        MCPTools(Server("broken", on_list_tools=list_tools)).__enter__()

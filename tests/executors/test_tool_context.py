@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from turnstile.core import (
@@ -15,6 +16,7 @@ from turnstile.core import (
     Text,
     ToolCall,
     ToolContext,
+    ToolResults,
     Usage,
     tool,
 )
@@ -118,3 +120,38 @@ def test_deps_of_the_wrong_shape_are_the_tool_s_error_result() -> None:
         run = sync.run(LoopSpec(), "go", model=client, tools=box, deps={"id": "seven"})
     result = run.messages[2].results[0]
     assert result.is_error and "whoami's deps do not convert" in result.content
+
+
+def calling(*calls: ToolCall) -> ScriptedModel:
+    return ScriptedModel(
+        [
+            ModelResponse(list(calls), ModelStop.tool_use, Usage(1, 1)),
+            ModelResponse([Text("done")], ModelStop.end_turn, Usage(1, 1)),
+        ]
+    )
+
+
+CONTEXT_TOOLS = ["tests.executors.context_tools:what_deps"]
+
+
+def test_recursive_deps_are_refused_as_unsendable() -> None:
+    deps: dict[str, Any] = {}
+    deps["self"] = deps
+    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20), deps=lambda d: d) as box:
+        with pytest.raises(UnsendableDeps, match="deps of type dict cannot cross"):
+            sync.run(LoopSpec(), "go", model=calling(), tools=box, deps=deps)
+
+
+def test_each_run_sends_its_deps_as_they_are_when_it_starts() -> None:
+    """The same dict, changed between two runs on one sandbox: each run's tool sees it as it
+    was given to that run, not as the sandbox first encoded it."""
+    deps = {"user": "ada"}
+    seen = []
+    with Sandbox(CONTEXT_TOOLS, SandboxLimits(wall_s=20), deps=lambda d: d) as box:
+        for user in ("ada", "bob"):
+            deps["user"] = user
+            model = calling(ToolCall("c1", "what_deps", {}))
+            run = sync.run(LoopSpec(), "go", model=model, tools=box, deps=deps)
+            [results] = [m for m in run.messages if type(m) is ToolResults]
+            seen.append(results.results[0].content)
+    assert seen == ["{'user': 'ada'}", "{'user': 'bob'}"]

@@ -3,6 +3,7 @@ executor, every announced call finished once, and the deltas of a streamed reply
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from turnstile.core import (
     ToolCall,
     Usage,
     tool,
+    validate_history,
 )
 from turnstile.executors import (
     ApprovalNeeded,
@@ -381,3 +383,96 @@ def test_a_sandboxed_run_shows_the_calls_the_loop_answers_itself(executor: str) 
             )
     assert run.stop_reason is StopReason.completed
     each_call_started_and_finished_once(run, updates)
+
+
+def calling(*calls: ToolCall) -> ScriptedModel:
+    return ScriptedModel(
+        [
+            ModelResponse(list(calls), ModelStop.tool_use, Usage(1, 1)),
+            ModelResponse([Text("done")], ModelStop.end_turn, Usage(1, 1)),
+        ]
+    )
+
+
+class Gone(Exception):
+    """The page that read the updates went away."""
+
+
+@tool
+async def nap(n: int) -> str:
+    """Naps a tenth of a second."""
+    await anyio.sleep(0.1)
+    return "rested"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_error_in_the_updates_block_is_raised_as_it_is_and_the_run_cancelled(
+    backend: str,
+) -> None:
+    async def main() -> Any:
+        model = calling(ToolCall("a", "nap", {"n": 1}), ToolCall("b", "nap", {"n": 2}))
+        with pytest.raises(Gone):
+            async with aio.updates(LoopSpec(), "go", model=model, tools=[nap]) as stream:
+                async for update in stream:
+                    if type(update) is ToolCallStarted:
+                        raise Gone
+        return stream.run
+
+    run = run_async(main, backend=backend)  # type: ignore[arg-type]
+    assert run.stop_reason is StopReason.cancelled
+    validate_history(run.messages)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_error_of_the_run_is_raised_from_the_updates_block_as_it_is(backend: str) -> None:
+    async def main() -> list[Any]:
+        seen: list[Any] = []
+        with pytest.raises(TypeError, match="needs an AsyncModelClient"):
+            async with aio.updates(LoopSpec(), "go", model=object()) as stream:
+                async for update in stream:
+                    seen.append(update)
+        return seen
+
+    assert run_async(main, backend=backend) == []  # type: ignore[arg-type]
+
+
+class StreamsOn:
+    """A sync client that streams one delta, then another once told to (after the run that
+    asked for it is over): its thread, abandoned, goes on."""
+
+    def __init__(self) -> None:
+        self.go_on = threading.Event()
+        self.done = threading.Event()
+
+    def complete(self, request: Any, *, on_delta: Any = None) -> ModelResponse:
+        try:
+            on_delta(TextDelta(0, "early"))
+            self.go_on.wait(10)
+            with contextlib.suppress(Exception):
+                on_delta(TextDelta(0, "late"))
+        finally:
+            self.done.set()
+        return ModelResponse([Text("late")], ModelStop.end_turn, Usage(1, 1))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_abandoned_sync_model_call_shows_nothing_after_the_run_finished(backend: str) -> None:
+    model = StreamsOn()
+    seen: list[Any] = []
+
+    async def main() -> Any:
+        with anyio.CancelScope() as scope:
+
+            def show(update: Any) -> None:
+                seen.append(update)
+                if type(update) is TextDelta:
+                    scope.cancel()
+
+            run = await aio.run(LoopSpec(), "hi", model=model, on_update=show)
+        model.go_on.set()
+        await anyio.to_thread.run_sync(model.done.wait, 10)  # the event loop still runs
+        return run
+
+    run = anyio.run(main, backend=backend)
+    assert run.stop_reason is StopReason.cancelled
+    assert seen[-1] == RunFinished(StopReason.cancelled)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import zlib
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import pytest
@@ -122,3 +125,23 @@ def test_a_spec_shipped_as_json_keeps_its_built_in_stop_conditions() -> None:
     assert shipped.stop_when == conditions
     with pytest.raises(msgspec.ValidationError, match="stop_when"):
         msgspec.json.decode(b'{"stop_when": [{"type": "when_pigs_fly"}]}', type=LoopSpec)
+
+
+def _redumped(data: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
+    """`data` with its state edited and its checksum made to match again."""
+    dump = json.loads(data)
+    edit(dump["state"])
+    body = json.dumps(dump["state"], separators=(",", ":")).encode()
+    return b'{"schema":2,"checksum":"%08x","state":%s}' % (zlib.crc32(body), body)
+
+
+def test_a_dump_asking_a_model_before_the_first_is_corrupt_state() -> None:
+    s = spec("read", models=("a", "b"))
+    loop = Loop(s)
+    loop.start("go", 0.0)
+
+    def edit(state: dict[str, Any]) -> None:
+        state["model_index"] = -5
+
+    with pytest.raises(CorruptState, match="model"):
+        Loop.load(s, _redumped(loop.dump(), edit))
