@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import msgspec
 from turnstile.core import (
     Approved,
-    AssistantMessage,
     AwaitApproval,
     CallModel,
     Command,
@@ -38,7 +37,6 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     LoopState,
-    Message,
     ModelError,
     ModelFailed,
     ModelReplied,
@@ -47,10 +45,14 @@ from turnstile.core import (
     RunTool,
     Started,
     StopReason,
-    ToolCall,
-    ToolResults,
     ToolSpec,
     TurnstileError,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResults,
     Usage,
     UserMessage,
 )

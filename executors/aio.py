@@ -37,7 +37,6 @@ from turnstile.core import (
     Finish,
     Loop,
     LoopSpec,
-    Message,
     ModelReplied,
     Observation,
     RunTool,
@@ -48,6 +47,7 @@ from turnstile.core import (
     ToolReturned,
     ToolStarted,
 )
+from turnstile.core.messages import Message
 
 try:
     import anyio

@@ -22,7 +22,6 @@ from turnstile.core import (
     Finish,
     Loop,
     LoopSpec,
-    Message,
     ModelReplied,
     Observation,
     RunTool,
@@ -31,6 +30,7 @@ from turnstile.core import (
     ToolStarted,
 )
 from turnstile.core._tools import sync_failure
+from turnstile.core.messages import Message
 from turnstile.providers import Delta
 
 from ._events import Update

@@ -13,12 +13,12 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from turnstile.core import (
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core._decoding import decoded
+from turnstile.core.messages import (
     AssistantMessage,
-    CachePolicy,
     Instructions,
     Message,
-    ModelRequest,
     ModelResponse,
     ModelStop,
     Opaque,
@@ -26,14 +26,11 @@ from turnstile.core import (
     Text,
     Thinking,
     ToolCall,
-    ToolChoice,
     ToolResults,
-    ToolSpec,
     Usage,
     UserMessage,
-    UseTool,
 )
-from turnstile.core._decoding import decoded
+from turnstile.core.request import CachePolicy, ToolChoice, UseTool
 
 from ._anthropic_blocks import (
     CLIENT_BLOCKS,

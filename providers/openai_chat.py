@@ -65,29 +65,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
-from turnstile.core import (
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import (
     AssistantMessage,
     Audio,
     Document,
     Image,
     Instructions,
     Message,
-    ModelRequest,
     ModelResponse,
     ModelStop,
     Opaque,
-    OutputFormat,
     Part,
     ResultPart,
     Text,
     ToolCall,
-    ToolChoice,
     ToolResults,
-    ToolSpec,
     Usage,
     UserMessage,
     UserPart,
 )
+from turnstile.core.request import OutputFormat, ToolChoice
 
 from ._cache import WireCache, folded
 from ._client import Wire, WireClient

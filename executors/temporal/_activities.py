@@ -19,13 +19,13 @@ from turnstile.core import (
     ModelFailed,
     ModelReplied,
     ModelRequest,
-    ModelResponse,
     Observation,
     RunTool,
     ToolContext,
     ToolOutcome,
     ToolReturned,
 )
+from turnstile.core.messages import ModelResponse
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._run import model_failed
 from turnstile.executors._toolbox import Toolbox, caller

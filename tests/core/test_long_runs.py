@@ -5,7 +5,6 @@ from __future__ import annotations
 import msgspec
 import pytest
 from turnstile.core import (
-    AssistantMessage,
     CallModel,
     Compaction,
     Guards,
@@ -14,13 +13,10 @@ from turnstile.core import (
     ModelFailed,
     ModelReplied,
     Price,
-    Purpose,
     StopReason,
-    Thinking,
-    ToolResults,
-    Usage,
-    validate_history,
 )
+from turnstile.core.messages import AssistantMessage, Thinking, ToolResults, Usage, validate_history
+from turnstile.core.request import Purpose
 
 from tests.core._drive import Driver, call, reply, spec
 

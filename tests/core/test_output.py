@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from turnstile.core import (
-    Guards,
-    Loop,
-    LoopSpec,
-    OutputFormat,
-    StopReason,
-    ToolResults,
-    UserMessage,
-    UseTool,
-    validate_history,
-)
+from turnstile.core import Guards, Loop, LoopSpec, StopReason
+from turnstile.core.messages import ToolResults, UserMessage, validate_history
+from turnstile.core.request import OutputFormat, UseTool
 
 from tests.core._drive import Driver, call, spec
 

@@ -21,11 +21,9 @@ from turnstile.core import (
     Loop,
     ModelReplied,
     Price,
-    Purpose,
-    Usage,
-    UserMessage,
-    validate_history,
 )
+from turnstile.core.messages import Usage, UserMessage, validate_history
+from turnstile.core.request import Purpose
 
 from tests.core._drive import Driver, call, reply, spec
 from tests.core._scripts import Run, check_consistent, drive, specs

@@ -12,17 +12,14 @@ import mcp.types
 import pytest
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
-from turnstile.core import (
-    LoopSpec,
-    ModelFailed,
+from turnstile.core import LoopSpec, ModelFailed, StopReason, tool
+from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
-    StopReason,
     Text,
     ToolCall,
     ToolResults,
     Usage,
-    tool,
     validate_history,
 )
 from turnstile.executors import RunFinished, ScriptedModel, ToolCallStarted, aio, sync

@@ -8,16 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from turnstile.core import (
-    LoopSpec,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    ToolContext,
-    Usage,
-    tool,
-)
+from turnstile.core import LoopSpec, ToolContext, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import ScriptedModel, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, UnsendableDeps
 

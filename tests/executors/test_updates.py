@@ -10,18 +10,8 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from turnstile.core import (
-    Guards,
-    LoopSpec,
-    ModelError,
-    ModelResponse,
-    ModelStop,
-    StopReason,
-    Text,
-    ToolCall,
-    Usage,
-    tool,
-)
+from turnstile.core import Guards, LoopSpec, ModelError, StopReason, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import (
     ApprovalNeeded,
     ModelCallFailed,

@@ -1,0 +1,10 @@
+"""The parts of a `LoopState` an executor reads: the round's calls (`PendingCall`, with their
+`CallStatus`), the compactions made (`Compacted`), and the result a call gets when the run
+stopped while it ran (`INTERRUPTED`)."""
+
+__all__ = ["INTERRUPTED", "CallStatus", "Compacted", "PendingCall"]
+
+from ._round import INTERRUPTED as INTERRUPTED
+from ._state import CallStatus as CallStatus
+from ._state import Compacted as Compacted
+from ._state import PendingCall as PendingCall
