@@ -33,7 +33,7 @@ def _executor(name: str) -> Callable[..., Run]:
     if name == "sync":
         return sync.run
     import trio
-    from turnstile.executors import trio as trio_executor
+    from turnstile.executors import aio as trio_executor
 
     def run(*args: Any, **kwargs: Any) -> Run:
         return trio.run(functools.partial(trio_executor.run, *args, **kwargs))

@@ -28,20 +28,15 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
-from turnstile.core import (
-    Guards,
-    LoopSpec,
-    ModelRequest,
+from turnstile.core import Guards, LoopSpec, ModelRequest, Tool, ToolContext, tool
+from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
     Part,
     Text,
-    Tool,
     ToolCall,
-    ToolContext,
     ToolResults,
     Usage,
-    tool,
 )
 
 INTERRUPTED = "interrupted"

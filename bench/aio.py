@@ -26,17 +26,14 @@ import anyio
 import anyio.to_thread
 import httpx2
 import openai
-from turnstile.core import (
+from turnstile.core import Guards, LoopSpec, ModelRequest, tool
+from turnstile.core.messages import (
     AssistantMessage,
-    Guards,
-    LoopSpec,
     Message,
-    ModelRequest,
     ToolCall,
     ToolResult,
     ToolResults,
     UserMessage,
-    tool,
 )
 from turnstile.executors import ainvoke, aio, invoke, sync
 from turnstile.providers import openai_chat

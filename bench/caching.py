@@ -5,8 +5,8 @@ The run is the core `Loop` with scripted replies (a call to `get_weather` each t
 result, a final answer on the last), each request encoded by the codec as a `Client` would
 (through a `WireCache`). The bill is read off those request bodies. A body is cut into the
 pieces the API caches in order: each tool, each system block, then each block of each message.
-A piece's tokens are `turnstile.core.estimate_tokens` of its JSON text (sorted keys, without its
-`cache_control`): an estimate of about 3 UTF-8 bytes a token, the same for both runs.
+A piece's tokens are `turnstile.core.messages.estimate_tokens` of its JSON text (sorted keys,
+without its `cache_control`): an estimate of about 3 UTF-8 bytes a token, the same for both runs.
 
 The cache, as the prompt caching docs describe it: a request writes the prefix up to each of its
 breakpoints whose prefix holds at least `MIN_CACHED` tokens; the next finds a prefix it wrote
@@ -26,23 +26,18 @@ from types import ModuleType
 from typing import Any
 
 from turnstile.core import (
-    CachePolicy,
     CallModel,
     Finish,
     Guards,
     Loop,
     LoopSpec,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
     RunTool,
-    Text,
-    ToolCall,
     ToolReturned,
     ToolSpec,
-    Usage,
-    estimate_tokens,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage, estimate_tokens
+from turnstile.core.request import CachePolicy
 from turnstile.providers import WireCache, anthropic_messages
 
 Row = tuple[str, str, str, str, str]

@@ -7,20 +7,9 @@ import statistics
 import time
 import tracemalloc
 
-from turnstile.core import (
-    Guards,
-    Loop,
-    LoopSpec,
-    ModelReplied,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    ToolReturned,
-    ToolSpec,
-    Usage,
-)
+from turnstile.core import Guards, Loop, LoopSpec, ModelReplied, ToolReturned, ToolSpec
 from turnstile.core._state import ENCODER
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 
 from ._measure import Figure, repeat, slope
 

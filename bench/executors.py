@@ -12,9 +12,10 @@ import sys
 import time
 
 import trio
-from turnstile.core import LoopSpec, ModelResponse, ModelStop, Text, ToolCall, Usage, tool
+from turnstile.core import LoopSpec, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import ScriptedModel
-from turnstile.executors import trio as trio_executor
+from turnstile.executors import aio as trio_executor
 from turnstile.executors.sandbox import Sandbox
 
 from ._measure import Figure, repeat

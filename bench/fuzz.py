@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from turnstile.core import Loop, LoopSpec, ModelFailed, ModelReplied, ModelResponse, TurnstileError
+from turnstile.core import Loop, LoopSpec, ModelFailed, ModelReplied, TurnstileError
+from turnstile.core.messages import ModelResponse
 from turnstile.providers import DecodeError, ProviderError
 from turnstile.providers._client import StreamReader, Wire, read_body
 from turnstile.providers._sse import events_json

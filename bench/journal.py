@@ -10,7 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from turnstile.core import Guards, LoopSpec, ModelResponse, ModelStop, Text, ToolCall, Usage, tool
+from turnstile.core import Guards, LoopSpec, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import Journal, ScriptedModel, sync
 
 from ._measure import repeat

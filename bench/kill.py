@@ -36,16 +36,8 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from turnstile.core import (
-    AssistantMessage,
-    Event,
-    Loop,
-    StopReason,
-    ToolCall,
-    ToolResults,
-    TurnstileError,
-    validate_history,
-)
+from turnstile.core import Event, Loop, StopReason, TurnstileError
+from turnstile.core.messages import AssistantMessage, ToolCall, ToolResults, validate_history
 from turnstile.executors import CorruptJournal, Journal, TornJournal
 
 from ._kill_world import INTERRUPTED, REPLAY_SAFE, effects, plan, spec

@@ -17,7 +17,6 @@ from collections import deque
 
 import msgspec
 from turnstile.core import (
-    CachePolicy,
     CallModel,
     Compaction,
     Finish,
@@ -25,20 +24,22 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
     Price,
-    Purpose,
     RunTool,
     StopReason,
+    ToolReturned,
+    ToolSpec,
+)
+from turnstile.core.messages import (
+    ModelResponse,
+    ModelStop,
     Text,
     Thinking,
     ToolCall,
-    ToolReturned,
-    ToolSpec,
     Usage,
     estimate_tokens,
 )
+from turnstile.core.request import CachePolicy, Purpose
 from turnstile.providers import WireCache, anthropic_messages
 
 from .caching import PromptCache

@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from turnstile.core import LoopSpec, ModelResponse, ModelStop, Text, ToolCall, Usage, tool
+from turnstile.core import LoopSpec, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import ScriptedModel, sync
 
 from . import core

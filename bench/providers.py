@@ -26,16 +26,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from turnstile.core import (
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import (
     AssistantMessage,
     History,
     Message,
-    ModelRequest,
     Text,
     ToolCall,
     ToolResult,
     ToolResults,
-    ToolSpec,
     UserMessage,
     text_of,
 )

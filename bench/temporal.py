@@ -16,16 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
-from turnstile.core import (
-    AssistantMessage,
-    LoopSpec,
-    ModelRequest,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    tool,
-)
+from turnstile.core import LoopSpec, ModelRequest, tool
+from turnstile.core.messages import AssistantMessage, ModelResponse, ModelStop, Text, ToolCall
 from turnstile.executors import ScriptedModel, sync
 
 from ._measure import Figure

@@ -1,17 +1,68 @@
-"""turnstile.core: the agent loop as a pure, serializable state machine."""
+"""turnstile.core: the agent loop as a pure, serializable state machine.
 
+Here: the loop (`Loop`, `LoopSpec`, `LoopState`, `Guards`), tools (`@tool`), the commands it
+gives, the observations it takes, and its errors. The rest is in public submodules:
+`turnstile.core.messages` (messages, parts, a model's reply, history checks),
+`turnstile.core.request` (a model request's options), `turnstile.core.conditions` (stop
+conditions), `turnstile.core.state` (a state's parts) and `turnstile.core.diagram` (the phase
+table drawn).
+"""
+
+__all__ = [
+    "Approved",
+    "AwaitApproval",
+    "CallModel",
+    "Cancelled",
+    "Command",
+    "Compaction",
+    "CorruptState",
+    "Denied",
+    "Event",
+    "Finish",
+    "Guards",
+    "InvalidHistory",
+    "InvalidObservation",
+    "InvalidSpec",
+    "Loop",
+    "LoopSpec",
+    "LoopState",
+    "ModelError",
+    "ModelFailed",
+    "ModelReplied",
+    "ModelRequest",
+    "Observation",
+    "Price",
+    "ProtocolError",
+    "Resumed",
+    "RunTool",
+    "Started",
+    "StopReason",
+    "Tick",
+    "Tool",
+    "ToolContext",
+    "ToolOutcome",
+    "ToolReturned",
+    "ToolSpec",
+    "ToolStarted",
+    "TurnstileError",
+    "tool",
+]
+
+from . import conditions as conditions
+from . import diagram as diagram
+from . import messages as messages
+from . import request as request
+from . import state as state
 from ._commands import AwaitApproval as AwaitApproval
 from ._commands import CallModel as CallModel
 from ._commands import Command as Command
 from ._commands import Finish as Finish
 from ._commands import ModelRequest as ModelRequest
-from ._commands import Purpose as Purpose
 from ._commands import RunTool as RunTool
 from ._commands import StopReason as StopReason
 from ._compaction import Compaction as Compaction
 from ._cost import Price as Price
 from ._errors import CorruptState as CorruptState
-from ._errors import HistoryProblem as HistoryProblem
 from ._errors import InvalidHistory as InvalidHistory
 from ._errors import InvalidObservation as InvalidObservation
 from ._errors import InvalidSpec as InvalidSpec
@@ -19,35 +70,8 @@ from ._errors import ModelError as ModelError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import TurnstileError as TurnstileError
 from ._guards import Guards as Guards
-from ._history import History as History
-from ._history import history_problems as history_problems
-from ._history import validate_history as validate_history
 from ._loop import Loop as Loop
-from ._loop import estimate_tokens as estimate_tokens
-from ._machine import dot as dot
-from ._machine import mermaid as mermaid
-from ._messages import AssistantMessage as AssistantMessage
-from ._messages import Audio as Audio
-from ._messages import Document as Document
-from ._messages import Image as Image
-from ._messages import Instructions as Instructions
-from ._messages import Message as Message
-from ._messages import ModelResponse as ModelResponse
-from ._messages import ModelStop as ModelStop
-from ._messages import Opaque as Opaque
-from ._messages import Part as Part
-from ._messages import ResultPart as ResultPart
-from ._messages import Text as Text
-from ._messages import Thinking as Thinking
-from ._messages import ToolCall as ToolCall
-from ._messages import ToolResult as ToolResult
-from ._messages import ToolResults as ToolResults
-from ._messages import Usage as Usage
-from ._messages import UserMessage as UserMessage
-from ._messages import UserPart as UserPart
-from ._messages import text_of as text_of
 from ._observations import Approved as Approved
-from ._observations import Cancel as Cancel
 from ._observations import Cancelled as Cancelled
 from ._observations import Denied as Denied
 from ._observations import Event as Event
@@ -59,21 +83,8 @@ from ._observations import Started as Started
 from ._observations import Tick as Tick
 from ._observations import ToolReturned as ToolReturned
 from ._observations import ToolStarted as ToolStarted
-from ._request import CachePolicy as CachePolicy
-from ._request import OutputFormat as OutputFormat
-from ._request import ServerTool as ServerTool
-from ._request import ToolChoice as ToolChoice
-from ._request import UseTool as UseTool
-from ._round import INTERRUPTED as INTERRUPTED
-from ._spec import HasToolCall as HasToolCall
 from ._spec import LoopSpec as LoopSpec
-from ._spec import StepCountIs as StepCountIs
-from ._spec import TextContains as TextContains
-from ._spec import TurnCountIs as TurnCountIs
-from ._state import CallStatus as CallStatus
-from ._state import Compacted as Compacted
 from ._state import LoopState as LoopState
-from ._state import PendingCall as PendingCall
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolOutcome as ToolOutcome

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 __all__ = [
     "Approved",
-    "Cancel",
     "Cancelled",
     "Denied",
     "Event",
@@ -101,10 +100,6 @@ class Cancelled(Observation, frozen=True, tag="cancel"):
     """The run was called off (a user, a shutdown): results are written, and it finishes."""
 
     reason: str = ""
-
-
-Cancel = Cancelled
-"""The name `Cancelled` had before 0.2 (an order, where every observation is a past fact)."""
 
 
 class Started(Observation, frozen=True, omit_defaults=True, tag="started"):

@@ -53,8 +53,8 @@ def check_output(kind: Any) -> None:
         if _IMPORT_NAME.fullmatch(kind):
             return
         raise InvalidSpec(
-            f"{kind!r} is no type; a string names one only by its import name "
-            "(module:qualname, a class a module defines at its top level)",
+            f"{kind!r} is no type: give an object type (a Struct, dataclass, TypedDict), or "
+            "its import name (module:qualname, of a class a module defines at its top level)",
             field="LoopSpec.output",
         )
     try:

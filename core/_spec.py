@@ -6,7 +6,7 @@ predicates in `stop_when` are code.
 
 from __future__ import annotations
 
-__all__ = ["HasToolCall", "LoopSpec", "StepCountIs", "TextContains", "TurnCountIs"]
+__all__ = ["HasToolCall", "LoopSpec", "TextContains", "TurnCountIs"]
 
 from collections.abc import Callable
 from typing import Any, Literal
@@ -62,9 +62,6 @@ class TextContains(msgspec.Struct, frozen=True, tag="text_contains"):
         reply = _last_reply(state)
         return reply is not None and self.text in text_of(reply.content)
 
-
-StepCountIs = TurnCountIs
-"""The name `TurnCountIs` had before 0.2; it counts turns, not steps."""
 
 BuiltInCondition = TurnCountIs | HasToolCall | TextContains
 StopCondition = BuiltInCondition | Callable[[LoopState], bool]

@@ -3,8 +3,6 @@ reply, a trace, a journal's record) goes through `decoded`, so a depth bomb, a h
 text that is not UTF-8 gives the caller's own typed error; `shallow` asks the same of a value
 already decoded."""
 
-from __future__ import annotations
-
 __all__ = ["decoded", "shallow"]
 
 from ._decoding import decoded as decoded

@@ -1,13 +1,41 @@
 """turnstile.executors: drivers that carry out a loop's commands (model calls, tool runs).
 
-`sync` is imported eagerly; `aio` (the async executor, under asyncio or trio; `trio` is its old
-name) and `sandbox` on first use, so `import turnstile.executors` does not pay for anyio. The
-`Update`s a run shows its caller (`on_update=`) are here too. `Journal` keeps a run's events in
-a file, so the run can outlive its process. Above them: `turnstile.executors.testing`, for
-testing agents, and `turnstile.executors.cli`, the `turnstile` command.
+`sync` is imported eagerly; `aio` (the async executor, under asyncio or trio) and `sandbox` on
+first use, so `import turnstile.executors` does not pay for anyio. The `Update`s a run shows its
+caller (`on_update=`) are here too. `Journal` keeps a run's events in a file, so the run can
+outlive its process. Above them: `turnstile.executors.testing`, for testing agents, and
+`turnstile.executors.cli`, the `turnstile` command. `Session` is the protocol every executor
+follows, without I/O, for a runtime of one's own; `invoke` and `ainvoke` call a tool's function.
 """
 
-from typing import TYPE_CHECKING, Any
+__all__ = [
+    "ApprovalNeeded",
+    "AsyncModelClient",
+    "CorruptJournal",
+    "Failure",
+    "Journal",
+    "ModelCallFailed",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ModelClient",
+    "ModelRetry",
+    "Run",
+    "RunFailed",
+    "RunFinished",
+    "ScriptedModel",
+    "Session",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolRunner",
+    "Toolbox",
+    "TornJournal",
+    "Update",
+    "ainvoke",
+    "invoke",
+    "transcript",
+]
+
+import typing as _typing
 
 from . import sync as sync
 from ._events import ApprovalNeeded as ApprovalNeeded
@@ -31,18 +59,25 @@ from ._run import Failure as Failure
 from ._run import Run as Run
 from ._run import RunFailed as RunFailed
 from ._scripted import ScriptedModel as ScriptedModel
+from ._session import Session as Session
 from ._toolbox import Toolbox as Toolbox
 from ._transcript import transcript as transcript
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from . import aio as aio
     from . import sandbox as sandbox
-    from . import trio as trio
+
+_LAZY = ("aio", "sandbox")
+"""Submodules imported on first use: they need anyio, or start a probe."""
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("aio", "trio", "sandbox"):
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -7,7 +7,8 @@ __all__ = ["WEATHER", "demo_model", "demo_spec", "get_weather", "run_demo"]
 from typing import Annotated
 
 import msgspec
-from turnstile.core import LoopSpec, ModelResponse, ModelStop, Text, ToolCall, Usage, tool
+from turnstile.core import LoopSpec, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import Run, ScriptedModel, sync
 
 PROMPT = "北京和上海哪个更暖和?"

@@ -28,27 +28,28 @@ from typing import Any, TypeAlias
 
 import msgspec
 from turnstile.core import (
-    AssistantMessage,
     AwaitApproval,
     CallModel,
-    CallStatus,
     Command,
     Event,
     Finish,
     ModelFailed,
     ModelReplied,
-    ModelStop,
-    PendingCall,
-    ResultPart,
     StopReason,
+    ToolStarted,
+)
+from turnstile.core import Loop as _Loop
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelStop,
+    ResultPart,
     ToolCall,
     ToolResult,
     ToolResults,
-    ToolStarted,
     Usage,
     text_of,
 )
-from turnstile.core import Loop as _Loop
+from turnstile.core.state import CallStatus, PendingCall
 from turnstile.providers import ArgumentsDelta, TextDelta, ThinkingDelta
 
 

@@ -13,16 +13,8 @@ __all__ = ["logged"]
 import logging
 from collections.abc import Sequence
 
-from turnstile.core import (
-    AssistantMessage,
-    Event,
-    Loop,
-    ModelFailed,
-    Resumed,
-    Started,
-    ToolCall,
-    ToolReturned,
-)
+from turnstile.core import Event, Loop, ModelFailed, Resumed, Started, ToolReturned
+from turnstile.core.messages import AssistantMessage, ToolCall
 
 from ._invoke import logger
 

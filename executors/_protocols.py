@@ -8,7 +8,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from turnstile.core import ModelRequest, ModelResponse, ToolOutcome, ToolSpec
+from turnstile.core import ModelRequest, ToolOutcome, ToolSpec
+from turnstile.core.messages import ModelResponse
 
 
 @runtime_checkable

@@ -8,19 +8,15 @@ from typing import Any
 
 import msgspec
 from turnstile.core import (
-    AssistantMessage,
     AwaitApproval,
     Finish,
     Loop,
     LoopState,
-    Message,
     ModelFailed,
     StopReason,
-    ToolCall,
-    ToolResults,
     TurnstileError,
-    Usage,
 )
+from turnstile.core.messages import AssistantMessage, Message, ToolCall, ToolResults, Usage
 
 from ._transcript import transcript
 

@@ -6,7 +6,8 @@ __all__ = ["ScriptedModel"]
 
 from collections.abc import Callable, Sequence
 
-from turnstile.core import ModelError, ModelRequest, ModelResponse, Text
+from turnstile.core import ModelError, ModelRequest
+from turnstile.core.messages import ModelResponse, Text
 from turnstile.providers import Delta, TextDelta
 
 from ._protocols import takes

@@ -25,7 +25,6 @@ from turnstile.core import (
     InvalidObservation,
     Loop,
     LoopSpec,
-    Message,
     ModelFailed,
     ModelReplied,
     Observation,
@@ -35,8 +34,8 @@ from turnstile.core import (
     Tick,
     ToolSpec,
     ToolStarted,
-    UserMessage,
 )
+from turnstile.core.messages import Message, UserMessage
 
 from ._events import ModelCallStarted, Narrator, Update
 from ._logs import logged

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, cast
 
 import anyio
-from turnstile.core import LoopSpec, Message
+from turnstile.core import LoopSpec
+from turnstile.core.messages import Message
 
 from ._events import Update
 from ._run import Run

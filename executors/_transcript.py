@@ -9,17 +9,18 @@ from collections.abc import Sequence
 
 from turnstile.core import (
     Approved,
-    AssistantMessage,
     Cancelled,
-    Compacted,
     Denied,
-    Instructions,
     LoopState,
-    Message,
     ModelFailed,
     ModelReplied,
-    Opaque,
     Started,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
+    Instructions,
+    Message,
+    Opaque,
     Text,
     Thinking,
     ToolCall,
@@ -28,6 +29,7 @@ from turnstile.core import (
     UserMessage,
     UserPart,
 )
+from turnstile.core.state import Compacted
 
 
 def _usage(u: Usage) -> str:

@@ -33,7 +33,6 @@ from turnstile.core import (
     Event,
     Loop,
     LoopSpec,
-    Message,
     ModelReplied,
     Observation,
     RunTool,
@@ -41,6 +40,7 @@ from turnstile.core import (
     Tool,
     ToolOutcome,
 )
+from turnstile.core.messages import Message
 
 try:
     import anyio

@@ -23,18 +23,16 @@ from turnstile.core import (
     CallModel,
     Command,
     CorruptState,
-    HistoryProblem,
     Loop,
     LoopSpec,
     ModelFailed,
     ModelReplied,
     Observation,
     TurnstileError,
-    dot,
-    history_problems,
-    mermaid,
 )
 from turnstile.core.decoding import decoded
+from turnstile.core.diagram import dot, mermaid
+from turnstile.core.messages import HistoryProblem, history_problems
 from turnstile.executors import CorruptJournal, Journal, RunFailed, TornJournal, sync, transcript
 from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
 from turnstile.providers import Delta, TextDelta

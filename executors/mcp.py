@@ -21,7 +21,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from turnstile.core import Document, Image, ResultPart, Text, ToolOutcome, ToolSpec
+from turnstile.core import ToolOutcome, ToolSpec
+from turnstile.core.messages import Document, Image, ResultPart, Text
 
 try:
     import anyio

@@ -23,22 +23,24 @@ from typing import Any
 
 import msgspec
 from turnstile.core import (
-    AssistantMessage,
     Event,
-    Instructions,
     LoopSpec,
     LoopState,
-    Message,
     ModelFailed,
     ModelReplied,
     Started,
-    Text,
-    Thinking,
     Tick,
-    ToolCall,
-    ToolResults,
     ToolReturned,
     ToolStarted,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
+    Instructions,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResults,
     Usage,
     UserMessage,
 )

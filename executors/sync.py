@@ -19,13 +19,13 @@ from turnstile.core import (
     Finish,
     Loop,
     LoopSpec,
-    Message,
     ModelReplied,
     Observation,
     RunTool,
     Tool,
     ToolReturned,
 )
+from turnstile.core.messages import Message
 from turnstile.providers import Delta
 
 from ._effects import JournalArg, answer, check_model, model_failed, opened

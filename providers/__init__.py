@@ -1,4 +1,21 @@
-"""turnstile.providers: the neutral messages on three wire formats, over the official SDKs."""
+"""turnstile.providers: the neutral messages on three wire formats, over the official SDKs.
+
+The codecs are submodules (`anthropic_messages`, `openai_chat`, `openai_responses`, each with
+`encode`, `decode`, `StreamAccumulator` and `Client`), and so are wire traces (`replay`); here
+are what they share: their errors, stream deltas and the encode cache.
+"""
+
+__all__ = [
+    "ArgumentsDelta",
+    "DecodeError",
+    "Delta",
+    "MissingExtra",
+    "ProviderError",
+    "TextDelta",
+    "ThinkingDelta",
+    "UnsupportedContent",
+    "WireCache",
+]
 
 from ._cache import WireCache as WireCache
 from ._deltas import ArgumentsDelta as ArgumentsDelta

@@ -5,9 +5,9 @@ k+1 is the request of turn k plus a reply and its results. Each codec writes its
 left fold (`fold(wire, messages)` appends to `wire`, and may replace, never change, the last
 entry), so the wire form of a longer view is the cached one continued with the new messages.
 
-Only `turnstile.core.History` views are cached: views of one ledger agree on every message they
-share, because the ledger only grows (`History`'s contract), and `History.extends` says when one
-view continues another; an entry also checks the last message it folded is still in place.
+Only `turnstile.core.messages.History` views are cached: views of one ledger agree on every message
+they share, because the ledger only grows (`History`'s contract), and `History.extends` says when
+one view continues another; an entry also checks the last message it folded is still in place.
 Any other sequence is encoded whole.
 
 A cache belongs to its user (each `Client` holds one; `encode(..., cache=...)` takes one), so it
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from turnstile.core import History, Message
+from turnstile.core.messages import History, Message
 
 Wire = list[dict[str, Any]]
 Fold = Callable[[Wire, Iterable[Message]], None]

@@ -24,7 +24,8 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn
 
-from turnstile.core import ModelRequest, ModelResponse
+from turnstile.core import ModelRequest
+from turnstile.core.messages import ModelResponse
 
 from ._cache import WireCache
 from ._deltas import Delta

@@ -35,7 +35,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from turnstile.core import (
+from turnstile.core.messages import (
     AssistantMessage,
     Audio,
     Document,

@@ -47,8 +47,17 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from turnstile.core import ModelResponse, ModelStop, Opaque, Part, Text, Thinking, ToolCall, Usage
 from turnstile.core.decoding import decoded, shallow
+from turnstile.core.messages import (
+    ModelResponse,
+    ModelStop,
+    Opaque,
+    Part,
+    Text,
+    Thinking,
+    ToolCall,
+    Usage,
+)
 
 from ._errors import DecodeError
 from ._text import heal

@@ -33,21 +33,18 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from turnstile.core import (
-    ModelRequest,
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
     Opaque,
-    OutputFormat,
     Part,
     Text,
     Thinking,
     ToolCall,
-    ToolChoice,
-    ToolSpec,
     Usage,
-    UseTool,
 )
+from turnstile.core.request import OutputFormat, ToolChoice, UseTool
 
 from ._cache import WireCache, folded
 from ._client import Wire, WireClient

@@ -36,20 +36,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-from turnstile.core import (
-    CachePolicy,
-    Guards,
-    LoopSpec,
-    Message,
-    ModelResponse,
-    Price,
-    ResultPart,
-    ServerTool,
-    ToolCall,
-    ToolOutcome,
-    ToolSpec,
-    TurnstileError,
-)
+from turnstile.core import Guards, LoopSpec, Price, ToolOutcome, ToolSpec, TurnstileError
+from turnstile.core.messages import Message, ModelResponse, ResultPart, ToolCall
+from turnstile.core.request import CachePolicy, ServerTool
 
 from . import anthropic_messages, openai_chat, openai_responses
 from ._client import StreamReader, WireClient

@@ -45,7 +45,7 @@ def test_the_executors_example_runs_where_the_hand_driven_one_ends() -> None:
 
 
 def test_the_readme_diagram_is_the_code_s() -> None:
-    from turnstile.core import mermaid
+    from turnstile.core.diagram import mermaid
 
     diagram = re.search(r"```mermaid\n(.*?)```", README, re.S).group(1)
     assert diagram == mermaid().rstrip("\n") + "\n"

@@ -14,19 +14,16 @@ import time
 from pathlib import Path
 
 import msgspec
-from turnstile.core import (
+from turnstile.core import LoopSpec, ModelRequest, ToolContext, tool
+from turnstile.core.messages import (
     AssistantMessage,
-    LoopSpec,
-    ModelRequest,
     ModelResponse,
     ModelStop,
     Part,
     Text,
     ToolCall,
-    ToolContext,
     Usage,
     estimate_tokens,
-    tool,
 )
 from turnstile.executors import ScriptedModel, sync
 

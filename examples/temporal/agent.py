@@ -19,17 +19,14 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from turnstile.core import (
+from turnstile.core import LoopSpec, ModelRequest, ToolContext, tool
+from turnstile.core.messages import (
     AssistantMessage,
-    LoopSpec,
-    ModelRequest,
     ModelResponse,
     ModelStop,
     Text,
     ToolCall,
-    ToolContext,
     ToolResults,
-    tool,
 )
 from turnstile.executors import ScriptedModel, temporal
 

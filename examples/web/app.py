@@ -22,18 +22,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import msgspec
-from turnstile.core import (
-    LoopSpec,
-    ModelRequest,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    ToolContext,
-    Usage,
-    text_of,
-    tool,
-)
+from turnstile.core import LoopSpec, ModelRequest, ToolContext, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage, text_of
 from turnstile.executors import ScriptedModel, Update, aio
 
 Scope = dict[str, Any]

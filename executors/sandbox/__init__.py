@@ -189,3 +189,8 @@ class Sandbox:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def __dir__() -> list[str]:
+    """The public names (`__all__`), without the imports this module works with."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("_"))})

@@ -22,7 +22,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from turnstile.core import ToolOutcome, text_of
+from turnstile.core import ToolOutcome
+from turnstile.core.messages import text_of
 
 from ._cgroup import remove_leftovers
 from ._image import image_fd

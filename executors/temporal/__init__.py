@@ -17,8 +17,20 @@ and called while the handle's `result()` waits, which follows the workflow's loo
 `ProtocolError`, saying why.
 """
 
+__all__ = [
+    "TASK_QUEUE",
+    "LoopHandle",
+    "LoopWorkflow",
+    "Options",
+    "dev_server",
+    "run",
+    "start",
+    "temporal_binary",
+    "worker",
+]
+
 try:
-    import temporalio  # noqa: F401
+    import temporalio as _temporalio  # noqa: F401  # without it, say which extra installs it
 except ModuleNotFoundError as error:
     from turnstile.providers.extras import missing_extra
 

@@ -19,15 +19,15 @@ from turnstile.core import (
     ModelFailed,
     ModelReplied,
     ModelRequest,
-    ModelResponse,
     Observation,
     RunTool,
     ToolContext,
     ToolOutcome,
     ToolReturned,
 )
-from turnstile.executors._invoke import ainvoke
+from turnstile.core.messages import ModelResponse
 from turnstile.executors._effects import model_failed
+from turnstile.executors._invoke import ainvoke
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._toolbox import Toolbox, caller
 

@@ -24,10 +24,10 @@ from turnstile.core import (
     Finish,
     Loop,
     LoopSpec,
-    Message,
     ProtocolError,
     Started,
 )
+from turnstile.core.messages import Message
 from turnstile.executors._events import ModelCallStarted, Narrator, Update
 from turnstile.executors._run import Run
 from turnstile.executors._session import check_prompt

@@ -30,15 +30,14 @@ import importlib
 import msgspec
 from turnstile.core import (
     CallModel,
-    History,
     LoopSpec,
-    Message,
     ModelFailed,
     ModelReplied,
     RunTool,
     ToolReturned,
     ToolSpec,
 )
+from turnstile.core.messages import History, Message
 
 WORKFLOW = "turnstile.Loop"
 MODEL_ACTIVITY = "turnstile.call_model"

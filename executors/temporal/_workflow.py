@@ -29,7 +29,6 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     import msgspec
     from turnstile.core import (
-        INTERRUPTED,
         Approved,
         AwaitApproval,
         CallModel,
@@ -48,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         ToolStarted,
         TurnstileError,
     )
+    from turnstile.core.state import INTERRUPTED
 
     from ._wire import (
         MODEL_ACTIVITY,

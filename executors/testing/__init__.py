@@ -10,7 +10,17 @@ readable snapshots (`TranscriptExtension`, for syrupy) and the pytest plugin
 which `import turnstile.executors.testing` does not.
 """
 
-from typing import TYPE_CHECKING, Any
+__all__ = [
+    "ScriptedModel",
+    "TranscriptExtension",
+    "assert_history_valid",
+    "calls",
+    "replay",
+    "run_async",
+    "trajectory",
+]
+
+import typing as _typing
 
 from turnstile.executors import ScriptedModel as ScriptedModel
 
@@ -19,16 +29,21 @@ from ._checks import calls as calls
 from ._checks import trajectory as trajectory
 from ._time import run_async as run_async
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._replay import replay as replay
     from ._syrupy import TranscriptExtension as TranscriptExtension
 
 _LAZY = {"replay": "._replay", "TranscriptExtension": "._syrupy"}
+"""Names imported on first use: they need the SDKs, or syrupy."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

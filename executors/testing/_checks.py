@@ -7,7 +7,8 @@ __all__ = ["assert_history_valid", "calls", "trajectory"]
 from collections.abc import Sequence
 from typing import Any
 
-from turnstile.core import InvalidHistory, LoopState, Message, validate_history
+from turnstile.core import InvalidHistory, LoopState
+from turnstile.core.messages import Message, validate_history
 from turnstile.executors import Run
 
 

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 import httpx2
 import msgspec
 import pytest
-from turnstile.core import ModelRequest, ToolResults, UserMessage
+from turnstile.core import ModelRequest
+from turnstile.core.messages import ToolResults, UserMessage
 from turnstile.providers.client import WireClient
 from turnstile.providers.extras import required
 from turnstile.providers.replay import (

@@ -10,15 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from turnstile.core import (
-    Command,
-    Event,
-    ModelFailed,
-    ModelRequest,
-    ModelResponse,
-    Observation,
-    StopReason,
-)
+from turnstile.core import Command, Event, ModelFailed, ModelRequest, Observation, StopReason
+from turnstile.core.messages import ModelResponse
 from turnstile.executors import Run, ToolRunner, Update, sync
 from turnstile.providers import Delta
 from turnstile.providers.client import WireClient

@@ -5,20 +5,21 @@ Pure: no I/O and no SDK objects, only the JSON that POST /v1/messages documents,
 the non-streaming API would have sent and decodes that, so both paths give the same response.
 """
 
-from __future__ import annotations
-
 __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
-from turnstile.providers._client import Wire, WireClient
+from turnstile.providers._client import Wire as _Wire
+from turnstile.providers._client import WireClient as _WireClient
 
 from ._decode import decode
 from ._encode import encode
 from ._stream import StreamAccumulator
 
 
-class Client(WireClient):
+class Client(_WireClient):
     """This format over `anthropic.Anthropic()` (`complete`) or `AsyncAnthropic()` (`acomplete`):
     `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
     **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`)."""
 
-    wire = Wire("anthropic", "/v1/messages", "claude-sonnet-4-6", encode, decode, StreamAccumulator)
+    wire = _Wire(
+        "anthropic", "/v1/messages", "claude-sonnet-4-6", encode, decode, StreamAccumulator
+    )

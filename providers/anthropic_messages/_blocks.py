@@ -18,7 +18,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
-from turnstile.core import Document, Image, Opaque, ResultPart, Text, ToolResult, UserPart
+from turnstile.core.messages import Document, Image, Opaque, ResultPart, Text, ToolResult, UserPart
 from turnstile.providers._errors import DecodeError, UnsupportedContent
 
 FORMAT = "anthropic_messages"

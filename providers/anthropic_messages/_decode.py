@@ -8,7 +8,8 @@ __all__ = ["decode", "decode_body", "failure"]
 import json
 from typing import Any
 
-from turnstile.core import (
+from turnstile.core.decoding import decoded
+from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
     Opaque,
@@ -18,7 +19,6 @@ from turnstile.core import (
     ToolCall,
     Usage,
 )
-from turnstile.core.decoding import decoded
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._failures import error_failure
 from turnstile.providers._text import heal

@@ -7,23 +7,20 @@ __all__ = ["encode"]
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from turnstile.core import (
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import (
     AssistantMessage,
-    CachePolicy,
     Instructions,
     Message,
-    ModelRequest,
     Opaque,
     Part,
     Text,
     Thinking,
     ToolCall,
-    ToolChoice,
     ToolResults,
-    ToolSpec,
     UserMessage,
-    UseTool,
 )
+from turnstile.core.request import CachePolicy, ToolChoice, UseTool
 from turnstile.providers._cache import WireCache, folded
 from turnstile.providers._errors import UnsupportedContent
 

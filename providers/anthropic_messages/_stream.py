@@ -6,9 +6,7 @@ __all__ = ["StreamAccumulator"]
 
 from typing import Any
 
-from turnstile.core import (
-    ModelResponse,
-)
+from turnstile.core.messages import ModelResponse
 from turnstile.providers._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._text import Pieces, heal

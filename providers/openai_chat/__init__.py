@@ -56,35 +56,35 @@ gathers them as `decode` reads them whole: strings join, arrays extend, other va
 last one sent.
 """
 
-from __future__ import annotations
-
 __all__ = ["Client", "StreamAccumulator", "TokenLimitField", "decode", "encode"]
 
-from typing import Any
+from typing import Any as _Any
 
-from turnstile.providers._client import Wire, WireClient
+from turnstile.providers._client import Wire as _Wire
+from turnstile.providers._client import WireClient as _WireClient
 
 from ._decode import decode
-from ._encode import TokenLimitField, encode, limit_field
+from ._encode import TokenLimitField, encode
+from ._encode import limit_field as _limit_field
 from ._stream import StreamAccumulator
 
 
-class Client(WireClient):
+class Client(_WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
     `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
     token_limit_field="max_completion_tokens", **options)`; see `WireClient` (the SDK's own
     retries are off unless `sdk_retries=True`). `token_limit_field="max_tokens"` writes the
     older field, for OpenAI-compatible servers that refuse the newer one."""
 
-    wire = Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
+    wire = _Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
 
     def __init__(
         self,
-        sdk: Any,
+        sdk: _Any,
         *,
         token_limit_field: TokenLimitField = "max_completion_tokens",
-        **settings: Any,
+        **settings: _Any,
     ) -> None:
         super().__init__(sdk, **settings)
-        if limit_field(token_limit_field) != "max_completion_tokens":
+        if _limit_field(token_limit_field) != "max_completion_tokens":
             self.options["token_limit_field"] = token_limit_field

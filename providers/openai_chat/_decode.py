@@ -21,14 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from turnstile.core import (
-    ModelResponse,
-    ModelStop,
-    Opaque,
-    Part,
-    Text,
-    Usage,
-)
+from turnstile.core.messages import ModelResponse, ModelStop, Opaque, Part, Text, Usage
 from turnstile.providers._errors import DecodeError
 from turnstile.providers._failures import error_failure
 from turnstile.providers._text import heal

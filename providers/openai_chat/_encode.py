@@ -9,25 +9,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
-from turnstile.core import (
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import (
     AssistantMessage,
     Audio,
     Document,
     Image,
     Instructions,
     Message,
-    ModelRequest,
     Opaque,
-    OutputFormat,
     ResultPart,
     Text,
     ToolCall,
-    ToolChoice,
     ToolResults,
-    ToolSpec,
     UserMessage,
     UserPart,
 )
+from turnstile.core.request import OutputFormat, ToolChoice
 from turnstile.providers._cache import WireCache, folded
 from turnstile.providers._errors import UnsupportedContent
 from turnstile.providers._wire import (

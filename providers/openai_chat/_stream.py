@@ -7,10 +7,7 @@ __all__ = ["StreamAccumulator"]
 from collections.abc import Mapping
 from typing import Any
 
-from turnstile.core import (
-    ModelResponse,
-    Usage,
-)
+from turnstile.core.messages import ModelResponse, Usage
 from turnstile.providers._deltas import ArgumentsDelta, Delta, TextDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._text import Pieces, heal

@@ -13,14 +13,16 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ModelReplied,
+    Observation,
+    ToolReturned,
+    ToolSpec,
+)
+from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
-    Observation,
     Part,
     Text,
     ToolCall,
-    ToolReturned,
-    ToolSpec,
     Usage,
     validate_history,
 )

@@ -16,7 +16,6 @@ import msgspec
 from hypothesis import strategies as st
 from turnstile.core import (
     Approved,
-    AssistantMessage,
     AwaitApproval,
     CallModel,
     Cancelled,
@@ -25,38 +24,39 @@ from turnstile.core import (
     Denied,
     Finish,
     Guards,
-    HasToolCall,
     InvalidHistory,
     Loop,
     LoopSpec,
     ModelFailed,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
     Observation,
-    Part,
     Price,
     ProtocolError,
-    Purpose,
     Resumed,
     RunTool,
     StopReason,
-    Text,
-    TextContains,
-    Thinking,
     Tick,
-    ToolCall,
-    ToolResult,
-    ToolResults,
     ToolReturned,
     ToolSpec,
     ToolStarted,
-    TurnCountIs,
+)
+from turnstile.core.conditions import HasToolCall, TextContains, TurnCountIs
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelStop,
+    Part,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    ToolResults,
     Usage,
     UserMessage,
     text_of,
     validate_history,
 )
+from turnstile.core.request import Purpose
 
 PENDING_PHASES = ("awaiting_tools", "awaiting_approval")
 BUDGET_REASONS = (

@@ -12,7 +12,6 @@ import msgspec
 import pytest
 from turnstile.core import (
     Approved,
-    AssistantMessage,
     CallModel,
     CorruptState,
     Denied,
@@ -23,18 +22,21 @@ from turnstile.core import (
     LoopSpec,
     ModelFailed,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
-    Opaque,
     ProtocolError,
     RunTool,
     StopReason,
-    Text,
     Tick,
-    ToolCall,
-    ToolResults,
     ToolReturned,
     ToolSpec,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelStop,
+    Opaque,
+    Text,
+    ToolCall,
+    ToolResults,
     UserMessage,
     validate_history,
 )

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, assume, given, settings, target
 from hypothesis import strategies as st
 from msgspec.structs import replace
 from turnstile.core import (
-    AssistantMessage,
     CallModel,
     Compaction,
     CorruptState,
@@ -22,14 +21,17 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ModelReplied,
-    Purpose,
     StopReason,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
     Thinking,
     ToolResults,
     Usage,
     UserMessage,
     validate_history,
 )
+from turnstile.core.request import Purpose
 
 from tests.core._drive import Driver, call, reply, spec
 from tests.core._scripts import (

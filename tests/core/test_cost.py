@@ -14,10 +14,10 @@ from turnstile.core import (
     LoopSpec,
     ModelReplied,
     Price,
-    Purpose,
     StopReason,
-    Usage,
 )
+from turnstile.core.messages import Usage
+from turnstile.core.request import Purpose
 
 from tests.core._drive import Driver, call, reply, spec
 

@@ -9,19 +9,16 @@ from turnstile.core import (
     CallModel,
     Loop,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
     ProtocolError,
     Resumed,
     RunTool,
-    ToolCall,
     ToolContext,
     ToolReturned,
     ToolSpec,
     ToolStarted,
     tool,
-    validate_history,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, ToolCall, validate_history
 from turnstile.executors import invoke
 
 from tests.core._drive import Driver, call, spec

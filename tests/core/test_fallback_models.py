@@ -7,16 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
-from turnstile.core import (
-    CallModel,
-    Finish,
-    Guards,
-    ModelFailed,
-    ModelReplied,
-    Price,
-    StopReason,
-    Usage,
-)
+from turnstile.core import CallModel, Finish, Guards, ModelFailed, ModelReplied, Price, StopReason
+from turnstile.core.messages import Usage
 
 from tests.core._drive import Driver, call, reply, spec
 from tests.core._scripts import (

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from turnstile.core import (
+from turnstile.core import InvalidHistory
+from turnstile.core.messages import (
     AssistantMessage,
-    InvalidHistory,
     ToolCall,
     ToolResult,
     ToolResults,

@@ -17,16 +17,11 @@ from turnstile.core import (
     LoopSpec,
     ModelFailed,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
     Observation,
-    Text,
-    Thinking,
     Tick,
-    ToolCall,
     ToolReturned,
-    Usage,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, Text, Thinking, ToolCall, Usage
 
 from tests.core._scripts import Run, drive, odd_observation, refused_or_valid, specs, world_step
 

@@ -14,11 +14,10 @@ from turnstile.core import (
     Started,
     StopReason,
     Tick,
-    ToolResults,
     ToolReturned,
     ToolSpec,
-    UserMessage,
 )
+from turnstile.core.messages import ToolResults, UserMessage
 
 from tests.core._drive import Driver, call, reply, spec
 
@@ -75,7 +74,7 @@ def test_same_resource_calls_queue_but_overlap_with_the_rest() -> None:
 
 
 def test_unknown_tool_invalid_json_and_cut_off_calls_are_answered_without_running() -> None:
-    from turnstile.core import ToolCall
+    from turnstile.core.messages import ToolCall
 
     d = Driver(spec("get_weather"))
     d.start()
@@ -153,7 +152,8 @@ def test_command_ids_are_deterministic() -> None:
 
 
 def test_start_validates_a_given_history() -> None:
-    from turnstile.core import AssistantMessage, InvalidHistory, UserMessage
+    from turnstile.core import InvalidHistory
+    from turnstile.core.messages import AssistantMessage, UserMessage
 
     loop = Loop(spec("t"))
     with pytest.raises(InvalidHistory) as e:
@@ -163,7 +163,7 @@ def test_start_validates_a_given_history() -> None:
 
 
 def test_pause_asks_again_without_a_new_user_message() -> None:
-    from turnstile.core import AssistantMessage, ModelStop
+    from turnstile.core.messages import AssistantMessage, ModelStop
 
     d = Driver(spec())
     d.start()

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from turnstile.core import (
     Approved,
-    AssistantMessage,
     Cancelled,
     Compaction,
     Denied,
@@ -19,23 +18,26 @@ from turnstile.core import (
     LoopSpec,
     ModelFailed,
     ModelReplied,
-    ModelStop,
     Observation,
     Resumed,
     Started,
     Tick,
-    ToolCall,
-    ToolResult,
-    ToolResults,
     ToolReturned,
     ToolSpec,
     ToolStarted,
-    TurnCountIs,
-    Usage,
-    UserMessage,
-    mermaid,
 )
 from turnstile.core._machine import ACCEPTS, MACHINE, NEXT, PHASES, TABLE, trigger
+from turnstile.core.conditions import TurnCountIs
+from turnstile.core.diagram import mermaid
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelStop,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    Usage,
+    UserMessage,
+)
 
 from tests.core._drive import reply
 from tests.core._scripts import Run, drive, specs

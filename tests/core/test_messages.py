@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from turnstile.core import (
+from turnstile.core import Loop, LoopSpec, ToolReturned, tool
+from turnstile.core._guards import IMAGE_TOKENS, message_tokens
+from turnstile.core.messages import (
     AssistantMessage,
     Audio,
     Document,
     Image,
     Instructions,
-    Loop,
-    LoopSpec,
     Opaque,
     Text,
     ToolResult,
     ToolResults,
-    ToolReturned,
     UserMessage,
     history_problems,
-    tool,
 )
-from turnstile.core._guards import IMAGE_TOKENS, message_tokens
 from turnstile.executors import invoke
 
 from tests.core._drive import Driver, call, spec
@@ -98,7 +95,8 @@ def test_parts_count_towards_the_context_estimate() -> None:
 def test_a_tool_result_with_broken_text_in_a_part_is_repaired_and_says_so() -> None:
     loop = Loop(LoopSpec(tools=spec("t").tools))
     [ask] = loop.start("go", 0.0)
-    from turnstile.core import ModelReplied, ModelResponse, ModelStop, ToolCall
+    from turnstile.core import ModelReplied
+    from turnstile.core.messages import ModelResponse, ModelStop, ToolCall
 
     loop.send(
         ModelReplied(ask.id, ModelResponse([ToolCall("a", "t", {})], ModelStop.tool_use), now=1)

@@ -6,18 +6,9 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from turnstile.core import (
-    Guards,
-    InvalidSpec,
-    Loop,
-    LoopSpec,
-    OutputFormat,
-    StopReason,
-    ToolResults,
-    UserMessage,
-    UseTool,
-    validate_history,
-)
+from turnstile.core import Guards, InvalidSpec, Loop, LoopSpec, StopReason
+from turnstile.core.messages import ToolResults, UserMessage, validate_history
+from turnstile.core.request import OutputFormat, UseTool
 
 from tests.core._drive import Driver, call, spec
 
@@ -100,7 +91,7 @@ def test_an_output_type_must_be_an_object() -> None:
 def test_a_string_that_is_no_import_name_is_refused_as_an_output_type(name: str) -> None:
     """A string stands for a type only as `module:qualname`; any other is refused as a spec
     error (msgspec before 0.20 read it as a forward reference and raised a SyntaxError)."""
-    with pytest.raises(InvalidSpec, match="import name"):
+    with pytest.raises(InvalidSpec, match="object type .* or its import name"):
         LoopSpec(output=name)
 
 

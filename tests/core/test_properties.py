@@ -28,18 +28,15 @@ from turnstile.core import (
     LoopSpec,
     ModelFailed,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
     Observation,
-    Purpose,
     RunTool,
     StopReason,
-    Text,
     Tick,
-    ToolCall,
     ToolReturned,
     ToolSpec,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
+from turnstile.core.request import Purpose
 
 from tests.core._scripts import (
     UNKNOWN_TOOL,

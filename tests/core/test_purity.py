@@ -30,8 +30,8 @@ def test_a_loop_runs_with_io_clock_threads_and_randomness_patched_to_raise() -> 
         random.random = random.randint = forbidden
         os.urandom = forbidden
 
-        from turnstile.core import (Loop, LoopSpec, ModelReplied, ModelResponse, ModelStop,
-                                    Text, ToolCall, ToolReturned, ToolSpec, Usage)
+        from turnstile.core import Loop, LoopSpec, ModelReplied, ToolReturned, ToolSpec
+        from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 
         spec = LoopSpec(tools=(ToolSpec("get_weather"),))
         loop = Loop(spec)

@@ -10,20 +10,19 @@ from typing import Any
 import msgspec
 import pytest
 from turnstile.core import (
-    CachePolicy,
     Compaction,
     Guards,
     InvalidSpec,
     Loop,
     LoopSpec,
     Price,
-    ServerTool,
-    StepCountIs,
     ToolSpec,
     TurnstileError,
-    UserMessage,
     tool,
 )
+from turnstile.core.conditions import TurnCountIs
+from turnstile.core.messages import UserMessage
+from turnstile.core.request import CachePolicy, ServerTool
 
 
 @tool
@@ -116,7 +115,7 @@ def test_a_spec_of_every_field_round_trips_as_json_unchanged() -> None:
         system="be brief",
         tools=(get_weather,),
         guards=Guards(max_turns=3, max_cost=1.0),
-        stop_when=(StepCountIs(2),),
+        stop_when=(TurnCountIs(2),),
         max_tokens=100,
         server_tools=(ServerTool("openai_chat", {"type": "web_search"}),),
         cache=CachePolicy(ttl="1h"),

@@ -13,16 +13,14 @@ from turnstile.core import (
     CorruptState,
     Finish,
     Guards,
-    HasToolCall,
     Loop,
     LoopSpec,
     LoopState,
     ModelReplied,
-    Purpose,
     StopReason,
-    TextContains,
-    TurnCountIs,
 )
+from turnstile.core.conditions import HasToolCall, TextContains, TurnCountIs
+from turnstile.core.request import Purpose
 
 from tests.core._drive import Driver, call, reply, spec
 

@@ -7,18 +7,13 @@ from turnstile.core import (
     Cancelled,
     Denied,
     Guards,
-    HasToolCall,
     ModelFailed,
-    ModelStop,
     StopReason,
-    TextContains,
     Tick,
-    ToolCall,
     ToolSpec,
-    TurnCountIs,
-    Usage,
-    validate_history,
 )
+from turnstile.core.conditions import HasToolCall, TextContains, TurnCountIs
+from turnstile.core.messages import ModelStop, ToolCall, Usage, validate_history
 
 from tests.core._drive import Driver, call, spec
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turnstile.core import Image, Text
+from turnstile.core.messages import Image, Text
 from turnstile.executors._demo import WEATHER
 
 MISSING = {"火星": ValueError("没有城市「火星」的天气数据")}

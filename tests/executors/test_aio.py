@@ -20,20 +20,21 @@ from turnstile.core import (
     ModelError,
     ModelFailed,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
     StopReason,
-    Text,
     Tick,
-    ToolCall,
     ToolContext,
     ToolReturned,
-    Usage,
     tool,
+)
+from turnstile.core.messages import (
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    Usage,
     validate_history,
 )
 from turnstile.executors import Run, ScriptedModel, aio, sync
-from turnstile.executors import trio as trio_alias
 from turnstile.executors.testing import run_async
 
 from .backoff import retries_wait
@@ -71,10 +72,6 @@ def returned(run: Run) -> list[tuple[str, float]]:
 
 def under(backend: str, fn: Callable[[], Awaitable[Any]]) -> Any:
     return run_async(fn, backend=backend)  # type: ignore[arg-type]
-
-
-def test_the_trio_executor_is_the_async_one() -> None:
-    assert trio_alias.run is aio.run and trio_alias.updates is aio.updates
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

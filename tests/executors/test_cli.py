@@ -14,18 +14,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from turnstile.core import (
-    Loop,
-    LoopSpec,
-    ModelReplied,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    ToolReturned,
-    ToolSpec,
-    TurnCountIs,
-)
+from turnstile.core import Loop, LoopSpec, ModelReplied, ToolReturned, ToolSpec
+from turnstile.core.conditions import TurnCountIs
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
 from turnstile.executors import Journal, cli
 from turnstile.executors._demo import demo_spec, run_demo
 

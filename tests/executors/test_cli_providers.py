@@ -107,7 +107,7 @@ def test_run_exits_1_when_the_model_fails(
         "prompt_cache_key": "turnstile-cli",
     }
     # a live run's key is drawn from its first event, stamped by the real clock
-    monkeypatch.setattr("turnstile.core._loop.cache_key", lambda events: "turnstile-cli")
+    monkeypatch.setattr("turnstile.core._ask.cache_key", lambda events: "turnstile-cli")
     error = {
         "message": "Incorrect API key provided: sk-test",
         "type": "invalid_request_error",

@@ -10,18 +10,8 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
-from turnstile.core import (
-    LoopSpec,
-    ModelRequest,
-    ModelResponse,
-    ModelStop,
-    Started,
-    Text,
-    ToolCall,
-    ToolResults,
-    ToolReturned,
-    ToolStarted,
-)
+from turnstile.core import LoopSpec, ModelRequest, Started, ToolReturned, ToolStarted
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults
 from turnstile.executors import Run, ScriptedModel, aio, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
 from turnstile.executors.testing import replay

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import msgspec
-from turnstile.core import Guards, StopReason, validate_history
+from turnstile.core import Guards, StopReason
+from turnstile.core.messages import validate_history
 from turnstile.executors import cli, invoke, sync
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
 

@@ -19,25 +19,27 @@ from turnstile.core import (
     LoopSpec,
     ModelReplied,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
     Resumed,
     StopReason,
-    Text,
     Tool,
-    ToolCall,
     ToolContext,
     ToolOutcome,
-    ToolResults,
     ToolReturned,
     ToolSpec,
     ToolStarted,
-    Usage,
     tool,
+)
+from turnstile.core.messages import (
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolResults,
+    Usage,
     validate_history,
 )
 from turnstile.executors import Journal, Run, ScriptedModel, Toolbox, sync
-from turnstile.executors import trio as trio_executor
+from turnstile.executors import aio as trio_executor
 from turnstile.executors.testing import run_async
 
 

@@ -21,19 +21,14 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
     Started,
-    Text,
     Tick,
-    ToolCall,
     ToolReturned,
     ToolSpec,
     ToolStarted,
     TurnstileError,
-    Usage,
-    UserMessage,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage, UserMessage
 from turnstile.executors import CorruptJournal, Journal, TornJournal
 
 from tests.core._scripts import Run, drive, specs

@@ -7,9 +7,10 @@ import logging
 
 import pytest
 import trio
-from turnstile.core import Guards, LoopSpec, ModelError, ModelResponse, ModelStop, Text, ToolCall
+from turnstile.core import Guards, LoopSpec, ModelError
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
 from turnstile.executors import ScriptedModel, sync
-from turnstile.executors import trio as trio_executor
+from turnstile.executors import aio as trio_executor
 
 SECRET = "my card number is 4111"
 SPEC = LoopSpec(guards=Guards(retry_backoff_s=0.001))

@@ -7,22 +7,24 @@ from pathlib import Path
 
 import pytest
 from turnstile.core import (
-    AssistantMessage,
     Compaction,
     Guards,
     LoopSpec,
     ModelFailed,
     ModelReplied,
     ModelRequest,
+    StopReason,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
     ModelResponse,
     ModelStop,
-    Purpose,
-    StopReason,
     Text,
     Thinking,
     ToolCall,
     validate_history,
 )
+from turnstile.core.request import Purpose
 from turnstile.executors import ScriptedModel, sync
 from turnstile.executors.testing import replay
 

@@ -23,20 +23,10 @@ from mcp import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
-from turnstile.core import (
-    Loop,
-    LoopSpec,
-    ModelResponse,
-    ModelStop,
-    ProtocolError,
-    Started,
-    Text,
-    ToolCall,
-    ToolResults,
-    Usage,
-)
+from turnstile.core import Loop, LoopSpec, ProtocolError, Started
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
 from turnstile.executors import Journal, ScriptedModel, cli, sync
-from turnstile.executors import trio as trio_executor
+from turnstile.executors import aio as trio_executor
 from turnstile.executors.mcp import MCPTools
 
 from .mcp_server import server

@@ -13,17 +13,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from turnstile.core import (
-    Loop,
-    LoopSpec,
-    ModelError,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    Usage,
-    tool,
-)
+from turnstile.core import Loop, LoopSpec, ModelError, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import Journal, Run, ScriptedModel, sync
 from turnstile.executors.otel import Tracing
 from turnstile.executors.sandbox import Sandbox

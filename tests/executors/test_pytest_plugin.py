@@ -24,7 +24,7 @@ from typing import Annotated
 import msgspec
 from turnstile.core import LoopSpec, tool
 from turnstile.executors import sync
-from turnstile.executors import trio as trio_executor
+from turnstile.executors import aio as trio_executor
 
 WEATHER = {
     "北京": {"温度": 26, "天气": "多云", "湿度": 45},
@@ -355,7 +355,8 @@ def test_the_async_client_records_under_trio(
 
 UNUSED_AND_SWALLOWED = """
 import pytest
-from turnstile.core import LoopSpec, ModelRequest, UserMessage
+from turnstile.core import LoopSpec, ModelRequest
+from turnstile.core.messages import UserMessage
 
 import weather_agent as my_agent
 

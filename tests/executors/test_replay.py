@@ -16,22 +16,24 @@ from syrupy.extensions.amber import AmberSnapshotExtension
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 from turnstile.core import (
-    AssistantMessage,
     CallModel,
     Command,
-    Document,
     Finish,
-    Image,
     ModelFailed,
     ModelReplied,
     Observation,
-    Opaque,
     RunTool,
     StopReason,
+    ToolReturned,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
+    Document,
+    Image,
+    Opaque,
     Text,
     Thinking,
     ToolCall,
-    ToolReturned,
     validate_history,
 )
 from turnstile.executors import Run, transcript
@@ -183,7 +185,7 @@ def test_each_fixture_replays_through_the_sync_executor(name: str, snapshot: Any
 COLD_REPLAYS = """
 import json, sys
 import msgspec
-from turnstile.core import validate_history
+from turnstile.core.messages import validate_history
 from turnstile.executors import transcript
 from turnstile.executors.testing import replay
 

@@ -17,19 +17,10 @@ from typing import Any
 import msgspec
 import pytest
 import trio
-from turnstile.core import (
-    LoopSpec,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    ToolContext,
-    ToolOutcome,
-    Usage,
-    tool,
-)
+from turnstile.core import LoopSpec, ToolContext, ToolOutcome, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import ScriptedModel, Toolbox, sync
-from turnstile.executors import trio as trio_executor
+from turnstile.executors import aio as trio_executor
 from turnstile.executors.sandbox import (
     LAYERS,
     Layer,

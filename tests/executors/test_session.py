@@ -16,23 +16,19 @@ from turnstile.core import (
     Guards,
     Loop,
     LoopSpec,
-    Message,
     ModelError,
     ModelFailed,
     ModelReplied,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
     Observation,
     RunTool,
     StopReason,
-    Text,
     Tool,
-    ToolCall,
     ToolReturned,
     ToolStarted,
     tool,
 )
+from turnstile.core.messages import Message, ModelResponse, ModelStop, Text, ToolCall
 from turnstile.executors import Journal, Run, ScriptedModel, ToolRunner
 from turnstile.executors._effects import answer, model_failed
 from turnstile.executors._session import Session

@@ -13,16 +13,18 @@ from turnstile.core import (
     LoopSpec,
     ModelError,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
     StopReason,
-    Text,
-    ToolCall,
     ToolOutcome,
     ToolSpec,
+    tool,
+)
+from turnstile.core.messages import (
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
     Usage,
     UserMessage,
-    tool,
     validate_history,
 )
 from turnstile.executors import Failure, RunFailed, ScriptedModel, Toolbox, sync

@@ -22,23 +22,25 @@ pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnsti
 from temporalio.client import WorkflowHistory
 from temporalio.workflow import NondeterminismError
 from turnstile.core import (
-    INTERRUPTED,
-    AssistantMessage,
     Event,
     Guards,
     Loop,
     LoopSpec,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
     ProtocolError,
-    Purpose,
-    Text,
-    ToolCall,
     ToolContext,
-    ToolResults,
     tool,
 )
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolResults,
+)
+from turnstile.core.request import Purpose
+from turnstile.core.state import INTERRUPTED
 from turnstile.executors import ApprovalNeeded, Run, RunFinished, ScriptedModel, Update, sync
 from turnstile.executors.testing import assert_history_valid
 from turnstile.providers import TextDelta

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from turnstile.core import AssistantMessage, ToolCall, UserMessage
+from turnstile.core.messages import AssistantMessage, ToolCall, UserMessage
 from turnstile.executors._demo import run_demo
 from turnstile.executors.testing import (
     TranscriptExtension,

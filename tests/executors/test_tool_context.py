@@ -9,17 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnstile.core import (
-    LoopSpec,
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    ToolContext,
-    ToolResults,
-    Usage,
-    tool,
-)
+from turnstile.core import LoopSpec, ToolContext, tool
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
 from turnstile.executors import ScriptedModel, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, UnsendableDeps
 

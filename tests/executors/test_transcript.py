@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 
-from turnstile.core import (
+from turnstile.core import Cancelled, Guards, Loop, LoopSpec, ModelError, ModelReplied, tool
+from turnstile.core.messages import (
     AssistantMessage,
-    Cancelled,
-    Guards,
-    Loop,
-    LoopSpec,
-    ModelError,
-    ModelReplied,
     ModelResponse,
     ModelStop,
     Text,
     ToolCall,
     Usage,
     UserMessage,
-    tool,
 )
 from turnstile.executors import ScriptedModel, sync, transcript
 

@@ -1,10 +1,8 @@
-"""The async executor by its old name, `turnstile.executors.trio`, on trio's mocked clock: what
+"""The async executor (`turnstile.executors.aio`) under trio, on trio's mocked clock: what
 test_aio (both backends) does not cover: resumes, approvers, the deadline's tick, prompts."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,17 +17,13 @@ from turnstile.core import (
     ModelError,
     ModelReplied,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
     StopReason,
-    Text,
     Tick,
-    ToolCall,
-    Usage,
     tool,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import Run, ScriptedModel, sync
-from turnstile.executors import trio as trio_executor
+from turnstile.executors import aio as trio_executor
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
 
 from .test_aio import batch, returned
@@ -75,16 +69,6 @@ def test_same_decisions_as_the_sync_executor() -> None:
     assert by_trio.messages == by_sync.messages
     assert sorted(events(by_trio)) == sorted(events(by_sync))
     assert [type(e) for e in by_trio.state.events if type(e) is ModelReplied] == [ModelReplied] * 2
-
-
-def test_without_trio_the_executor_names_the_extra_to_install(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "trio", None)  # import trio -> ModuleNotFoundError
-    monkeypatch.delitem(sys.modules, "turnstile.executors.trio")
-    needs = r"turnstile.executors.trio needs the trio package: pip install 'turnstile\[trio\]'"
-    with pytest.raises(ImportError, match=needs):
-        importlib.import_module("turnstile.executors.trio")
 
 
 def test_a_model_failure_keeps_its_kind_and_the_wait_the_provider_asked_for() -> None:

@@ -11,17 +11,13 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from turnstile.core import (
-    Guards,
-    LoopSpec,
-    ModelError,
+from turnstile.core import Guards, LoopSpec, ModelError, StopReason, tool
+from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
-    StopReason,
     Text,
     ToolCall,
     Usage,
-    tool,
     validate_history,
 )
 from turnstile.executors import (

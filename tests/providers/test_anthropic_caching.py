@@ -10,22 +10,20 @@ from typing import Any
 import pytest
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from pydantic import TypeAdapter
-from turnstile.core import (
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import (
     AssistantMessage,
-    CachePolicy,
     History,
     Instructions,
     Message,
-    ModelRequest,
-    ServerTool,
     Text,
     Thinking,
     ToolCall,
     ToolResult,
     ToolResults,
-    ToolSpec,
     UserMessage,
 )
+from turnstile.core.request import CachePolicy, ServerTool
 from turnstile.providers import WireCache
 from turnstile.providers.anthropic_messages import encode
 

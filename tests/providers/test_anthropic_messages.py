@@ -18,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from turnstile.core import (
-    AssistantMessage,
     CallModel,
     Finish,
     Guards,
@@ -26,26 +25,29 @@ from turnstile.core import (
     ModelFailed,
     ModelReplied,
     ModelRequest,
+    RunTool,
+    StopReason,
+    ToolOutcome,
+    ToolReturned,
+    ToolSpec,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
     ModelResponse,
     ModelStop,
     Opaque,
-    Purpose,
     ResultPart,
-    RunTool,
-    StopReason,
     Text,
     Thinking,
     ToolCall,
-    ToolOutcome,
     ToolResult,
     ToolResults,
-    ToolReturned,
-    ToolSpec,
     Usage,
     UserMessage,
     text_of,
 )
-from turnstile.core import Message as CoreMessage
+from turnstile.core.messages import Message as CoreMessage
+from turnstile.core.request import Purpose
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers.anthropic_messages import StreamAccumulator, decode, encode
@@ -1295,7 +1297,7 @@ def _healed(text: str) -> str:
 import sys  # noqa: E402
 import threading  # noqa: E402
 
-from turnstile.core import History  # noqa: E402
+from turnstile.core.messages import History  # noqa: E402
 from turnstile.providers import WireCache  # noqa: E402
 
 CACHE_PARTS = st.one_of(

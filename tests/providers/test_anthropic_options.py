@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from pydantic import TypeAdapter
-from turnstile.core import ModelRequest, OutputFormat, ToolChoice, ToolSpec, UserMessage, UseTool
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import UserMessage
+from turnstile.core.request import OutputFormat, ToolChoice, UseTool
 from turnstile.providers.anthropic_messages import encode
 
 CHART = ToolSpec(

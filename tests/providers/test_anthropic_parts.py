@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from anthropic.types import MessageParam
 from pydantic import TypeAdapter
-from turnstile.core import (
+from turnstile.core import ModelRequest
+from turnstile.core.messages import (
     AssistantMessage,
     Audio,
     Document,
     Image,
     Instructions,
     Message,
-    ModelRequest,
     Opaque,
     Text,
     ToolCall,

@@ -13,16 +13,9 @@ import pytest
 from anthropic.types import ContentBlock
 from anthropic.types.beta import BetaContentBlock
 from pydantic import TypeAdapter
-from turnstile.core import (
-    AssistantMessage,
-    ModelRequest,
-    ModelStop,
-    Opaque,
-    ServerTool,
-    Text,
-    ToolSpec,
-    UserMessage,
-)
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import AssistantMessage, ModelStop, Opaque, Text, UserMessage
+from turnstile.core.request import ServerTool
 from turnstile.providers import UnsupportedContent
 from turnstile.providers._errors import DecodeError
 from turnstile.providers.anthropic_messages import StreamAccumulator, decode, encode

@@ -7,12 +7,12 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from turnstile.core import (
+from turnstile.core import StopReason
+from turnstile.core.messages import (
     AssistantMessage,
     Document,
     Image,
     Opaque,
-    StopReason,
     Text,
     ToolResults,
     UserMessage,

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from turnstile.core import ModelResponse, Text, ToolCall
+from turnstile.core.messages import ModelResponse, Text, ToolCall
 from turnstile.providers import DecodeError, ProviderError
 from turnstile.providers import anthropic_messages as anthropic
 from turnstile.providers import openai_chat as chat

@@ -8,7 +8,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from turnstile.core import AssistantMessage, History, Message, ModelRequest, Text, UserMessage
+from turnstile.core import ModelRequest
+from turnstile.core.messages import AssistantMessage, History, Message, Text, UserMessage
 from turnstile.providers import WireCache, anthropic_messages, openai_chat, openai_responses
 
 CODECS = [anthropic_messages, openai_chat, openai_responses]

@@ -17,22 +17,9 @@ import msgspec
 import openai
 import pytest
 import trio
-from turnstile.core import (
-    CachePolicy,
-    CallModel,
-    Guards,
-    Loop,
-    LoopSpec,
-    ModelFailed,
-    ModelRequest,
-    ModelResponse,
-    ModelStop,
-    StopReason,
-    Text,
-    ToolCall,
-    Usage,
-    UserMessage,
-)
+from turnstile.core import CallModel, Guards, Loop, LoopSpec, ModelFailed, ModelRequest, StopReason
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage, UserMessage
+from turnstile.core.request import CachePolicy
 from turnstile.executors import sync
 from turnstile.executors.testing import replay
 from turnstile.providers import (

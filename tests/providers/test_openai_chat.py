@@ -15,29 +15,31 @@ from hypothesis import strategies as st
 from openai.types import ErrorObject
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from turnstile.core import (
-    AssistantMessage,
     CallModel,
     Finish,
     Loop,
     ModelFailed,
     ModelReplied,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
-    Purpose,
-    ResultPart,
     RunTool,
     StopReason,
+    ToolReturned,
+    ToolSpec,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelStop,
+    ResultPart,
     Text,
     Thinking,
     ToolCall,
     ToolResult,
     ToolResults,
-    ToolReturned,
-    ToolSpec,
     Usage,
     UserMessage,
 )
+from turnstile.core.request import Purpose
 from turnstile.providers import openai_chat
 from turnstile.providers._client import StreamReader
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta
@@ -970,7 +972,7 @@ def test_fixture_replays_through_the_loop_with_the_recorded_requests(name: str) 
 
 # -- encoding a growing history: each call reuses what the last one encoded ---------------------
 
-from turnstile.core import History, Message  # noqa: E402
+from turnstile.core.messages import History, Message  # noqa: E402
 from turnstile.providers import WireCache  # noqa: E402
 
 CACHE_PARTS = st.one_of(

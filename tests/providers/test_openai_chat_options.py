@@ -10,26 +10,19 @@ from typing import Any
 import openai
 import pytest
 from turnstile.core import (
-    CachePolicy,
     CallModel,
     Guards,
     Loop,
     LoopSpec,
     ModelReplied,
     ModelRequest,
-    ModelResponse,
-    ModelStop,
-    OutputFormat,
     RunTool,
-    ServerTool,
     StopReason,
-    Text,
-    ToolCall,
     ToolReturned,
     ToolSpec,
-    UserMessage,
-    UseTool,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, UserMessage
+from turnstile.core.request import CachePolicy, OutputFormat, ServerTool, UseTool
 from turnstile.providers import WireCache, openai_chat
 
 CHART = ToolSpec("get_chart", "A city's temperature chart.", {"type": "object"})

@@ -8,16 +8,13 @@ from typing import Any
 
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from turnstile.core import (
+from turnstile.core import Loop, LoopSpec, ModelReplied, ModelRequest
+from turnstile.core.messages import (
     AssistantMessage,
     Audio,
     Document,
     Image,
     Instructions,
-    Loop,
-    LoopSpec,
-    ModelReplied,
-    ModelRequest,
     ModelResponse,
     ModelStop,
     Opaque,

@@ -10,7 +10,8 @@ import pathlib
 from typing import Any
 
 import pytest
-from turnstile.core import AssistantMessage, Finish, Opaque, StopReason, Text, validate_history
+from turnstile.core import Finish, StopReason
+from turnstile.core.messages import AssistantMessage, Opaque, Text, validate_history
 from turnstile.executors import sync
 from turnstile.executors.testing import replay
 from turnstile.providers.replay import RecordedTools, client_for, load_trace, prompt_for, spec_for

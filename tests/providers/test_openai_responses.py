@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
 from pydantic import TypeAdapter
 from turnstile.core import (
-    AssistantMessage,
     CallModel,
     Finish,
     Guards,
@@ -23,21 +22,24 @@ from turnstile.core import (
     ModelFailed,
     ModelReplied,
     ModelRequest,
+    StopReason,
+    ToolReturned,
+    ToolSpec,
+)
+from turnstile.core.messages import (
+    AssistantMessage,
     ModelResponse,
     ModelStop,
     Opaque,
-    Purpose,
-    StopReason,
     Text,
     Thinking,
     ToolCall,
     ToolResult,
     ToolResults,
-    ToolReturned,
-    ToolSpec,
     Usage,
     UserMessage,
 )
+from turnstile.core.request import Purpose
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._sse import events_json
@@ -1196,7 +1198,7 @@ def test_a_stream_split_anywhere_adds_up_to_its_final_response(
 
 # -- encoding a growing history: each call reuses what the last one encoded ---------------------
 
-from turnstile.core import History, Message  # noqa: E402
+from turnstile.core.messages import History, Message  # noqa: E402
 from turnstile.providers import WireCache  # noqa: E402
 
 REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}

@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 from openai.types.responses import ResponseOutputItem
 from pydantic import TypeAdapter
-from turnstile.core import (
-    AssistantMessage,
-    ModelRequest,
-    ModelStop,
-    Opaque,
-    Text,
-    ToolCall,
-    UserMessage,
-)
+from turnstile.core import ModelRequest
+from turnstile.core.messages import AssistantMessage, ModelStop, Opaque, Text, ToolCall, UserMessage
 from turnstile.providers._client import read_body
 from turnstile.providers._errors import DecodeError
 from turnstile.providers.openai_responses import Client, StreamAccumulator, decode, encode

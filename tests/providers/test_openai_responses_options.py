@@ -9,15 +9,9 @@ import pytest
 from openai.types.responses import ToolParam
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from pydantic import TypeAdapter
-from turnstile.core import (
-    CachePolicy,
-    ModelRequest,
-    OutputFormat,
-    ServerTool,
-    ToolSpec,
-    UserMessage,
-    UseTool,
-)
+from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core.messages import UserMessage
+from turnstile.core.request import CachePolicy, OutputFormat, ServerTool, UseTool
 from turnstile.providers.openai_responses import encode
 
 SCHEMA = {

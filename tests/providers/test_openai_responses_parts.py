@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from openai.types.responses import ResponseInputItemParam, ResponseOutputItem
 from pydantic import TypeAdapter
-from turnstile.core import (
+from turnstile.core import ModelRequest
+from turnstile.core.messages import (
     AssistantMessage,
     Audio,
     Document,
     Image,
     Instructions,
-    ModelRequest,
     Opaque,
     Text,
     ToolCall,

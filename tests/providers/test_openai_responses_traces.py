@@ -11,21 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnstile.core import (
+from turnstile.core import LoopSpec, ModelRequest, StopReason
+from turnstile.core.messages import (
     AssistantMessage,
-    CachePolicy,
     Document,
     Image,
-    LoopSpec,
     Message,
-    ModelRequest,
     Opaque,
-    StopReason,
     Text,
     ToolResult,
     ToolResults,
     UserMessage,
 )
+from turnstile.core.request import CachePolicy
 from turnstile.executors.testing import replay
 from turnstile.providers.openai_responses import decode, encode
 from turnstile.providers.replay import load_trace, spec_for

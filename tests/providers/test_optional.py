@@ -76,7 +76,8 @@ def test_a_client_whose_sdk_came_without_httpx2_says_which_extra_to_install() ->
     out = run(
         """
         import trio
-        from turnstile.core import ModelRequest, UserMessage
+        from turnstile.core import ModelRequest
+        from turnstile.core.messages import UserMessage
         from turnstile.providers import anthropic_messages, openai_chat
         from turnstile.providers._optional import MissingExtra
 

@@ -14,13 +14,11 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ModelReplied,
-    ModelResponse,
-    ModelStop,
-    Purpose,
-    ToolCall,
     ToolReturned,
     ToolSpec,
 )
+from turnstile.core.messages import ModelResponse, ModelStop, ToolCall
+from turnstile.core.request import Purpose
 from turnstile.providers import anthropic_messages, openai_chat, openai_responses
 
 TOOL = ToolSpec(

@@ -11,7 +11,7 @@ import httpx2
 import msgspec
 import openai
 import pytest
-from turnstile.core import ModelResponse, ToolCall
+from turnstile.core.messages import ModelResponse, ToolCall
 from turnstile.providers import DecodeError, ProviderError
 from turnstile.providers import anthropic_messages as anthropic
 from turnstile.providers import openai_chat as chat
