@@ -90,8 +90,8 @@ def test_an_output_type_must_be_an_object() -> None:
 @pytest.mark.parametrize("name", ["Weather", "tests.x:f.<locals>.Local", "a b", ""])
 def test_a_string_that_is_no_import_name_is_refused_as_an_output_type(name: str) -> None:
     """A string stands for a type only as `module:qualname`; any other is refused as a spec
-    error (msgspec before 0.20 read it as a forward reference and raised a SyntaxError)."""
-    with pytest.raises(InvalidSpec, match="object type .* or its import name"):
+    error (msgspec before 0.21 read it as a forward reference and raised a SyntaxError)."""
+    with pytest.raises(InvalidSpec, match=r"object type .* or its import name"):
         LoopSpec(output=name)
 
 
