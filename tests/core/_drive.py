@@ -104,3 +104,11 @@ class Driver:
     def transcript(self) -> str:
         """The run as its snapshot shows it: its steps, then its transcript."""
         return run_log(self.log, self.state)
+
+
+def deep(kind: type, levels: int = 3000) -> Any:
+    """A value nested `levels` deep in lists (`kind` list) or in dicts (`kind` dict)."""
+    value: Any = 1
+    for _ in range(levels):
+        value = [value] if kind is list else {"a": value}
+    return value
