@@ -124,9 +124,9 @@ def test_the_state_holds_its_own_copy_of_what_it_was_sent() -> None:
     [
         (ModelResponse([Text(3)], ModelStop.end_turn), "response.content[0].text"),  # type: ignore[arg-type]
         (
-            ModelResponse([Text("hi")], ModelStop.end_turn, Usage(1.5, 1)),
+            ModelResponse([Text("hi")], ModelStop.end_turn, Usage(1.5, 1)),  # type: ignore[arg-type]
             "response.usage.input_tokens",
-        ),  # type: ignore[arg-type]
+        ),
         (
             ModelResponse([Text("hi", provider_data={"score": math.inf})], ModelStop.end_turn),
             "response.content[0].provider_data.score",
