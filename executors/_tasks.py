@@ -38,7 +38,7 @@ from turnstile.core import (
     ToolReturned,
 )
 
-from ._effects import answer
+from ._effects import answer, returned
 from ._invoke import ainvoke, failure
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
 from ._toolbox import Toolbox
@@ -168,11 +168,9 @@ async def tool(
     """A tool call as an observation; one that runs past `limit` seconds ends in an error
     result naming it."""
     if limit == math.inf:
-        outcome = await invoke(command, runner, run_call, deps)
-        return ToolReturned(command.id, outcome.content, outcome.is_error, now=now())
+        return returned(command, await invoke(command, runner, run_call, deps), now())
     with anyio.move_on_after(limit):
-        outcome = await invoke(command, runner, run_call, deps)
-        return ToolReturned(command.id, outcome.content, outcome.is_error, now=now())
+        return returned(command, await invoke(command, runner, run_call, deps), now())
     return ToolReturned(command.id, f"{command.name} timed out after {limit:g} s", True, now=now())
 
 

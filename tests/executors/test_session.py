@@ -79,9 +79,8 @@ class ScriptedIO:
             command = in_flight.pop()
             self.steps.append(command)
             self.time += self.work_s
-            deadline = session.deadline()
-            if deadline is not None and deadline <= self.time:
-                in_flight += session.hand_out(session.tick() or [], self.approve is not None)
+            if session.alarm(0.0) == 0.0 and (tick := session.tick()) is not None:
+                in_flight += session.hand_out(session.send(tick), self.approve is not None)
             if session.stale([command.id]):  # type: ignore[union-attr]
                 continue
             obs = self.carry_out(session, command, run_call)
