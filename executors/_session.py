@@ -189,9 +189,9 @@ class Session:
         self.recorded: list[Event] = []
         """The events the last `start`, `send` or `begin` recorded."""
         self.finish: Finish | None = None
-        """The loop's `Finish`, once `hand_out` has seen it."""
+        """The loop's `Finish`, once `next` or `hand_out` has seen it."""
         self.waiting: list[AwaitApproval] = []
-        """The approvals `hand_out` was told no one answers."""
+        """The approvals `next` or `hand_out` was told no one answers."""
 
     def _clock(self, clock: Callable[[], float], offset: float) -> Callable[[], float]:
         """`clock` plus `offset`, never before the loop's last event (a clock's float steps,
