@@ -154,7 +154,7 @@ class _Driver:
         self.rearm: anyio.Event | None = None  # set to make the alarm read the deadline again
         self.inline_key: str | None = None  # the work this task awaits itself, if any
         self.inline_scope = anyio.CancelScope()  # ...and its scope
-        self.complete = model_caller(model, session.on_delta, session.loop)
+        self.complete = model_caller(model, session)
 
     async def model_call(self, command: CallModel) -> Observation:
         now = self.now
