@@ -121,7 +121,17 @@ def _plain(obs: ToolReturned) -> bool:
 
 
 def _copied(obs: Observation) -> Observation:
-    decode = _DECODERS[type(obs)]
+    try:
+        data = _encode(obs)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return _deep_copied(obs)  # (what is wrong with it, the careful way says)
+    if data.count(b"[") + data.count(b"{") > ARGUMENTS_DEPTH:  # it may nest too deep
+        return _deep_copied(obs)
+    return _read_back(obs, data)  # nothing in it can nest too deep
+
+
+def _deep_copied(obs: Observation) -> Observation:
+    """`_copied` for an observation that may nest too deep, or cannot be written down."""
     if type(obs) is ModelReplied:
         obs = _too_deep_as_text(obs)
     try:
@@ -134,6 +144,12 @@ def _copied(obs: Observation) -> Observation:
         raise InvalidObservation(_TOO_DEEP) from None
     if nests_deeper(data, VALUE_DEPTH):
         raise InvalidObservation(_TOO_DEEP)
+    return _read_back(obs, data)
+
+
+def _read_back(obs: Observation, data: bytes) -> Observation:
+    """`obs` read back from its JSON `data`, as the state will hold it."""
+    decode = _DECODERS[type(obs)]
     try:
         copy: Observation = decode(data)
     except msgspec.ValidationError as e:
