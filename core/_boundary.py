@@ -39,7 +39,7 @@ from ._observations import (
 )
 from ._tools import ToolSpec
 
-_encode = msgspec.json.Encoder().encode
+_ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[type, Callable[[bytes], Observation]] = {
     kind: msgspec.json.Decoder(kind).decode
     for kind in (
@@ -122,7 +122,7 @@ def _plain(obs: ToolReturned) -> bool:
 
 def _copied(obs: Observation) -> Observation:
     try:
-        data = _encode(obs)
+        data = _ENCODER.encode(obs)
     except (TypeError, ValueError, OverflowError, RecursionError):
         return _deep_copied(obs)  # (what is wrong with it, the careful way says)
     if data.count(b"[") + data.count(b"{") > ARGUMENTS_DEPTH:  # it may nest too deep
@@ -135,7 +135,7 @@ def _deep_copied(obs: Observation) -> Observation:
     if type(obs) is ModelReplied:
         obs = _too_deep_as_text(obs)
     try:
-        data = _encode(obs)
+        data = _ENCODER.encode(obs)
     except UnicodeEncodeError:
         return _rebuilt(obs, msgspec.to_builtins(obs))
     except (TypeError, ValueError, OverflowError) as e:
@@ -156,9 +156,9 @@ def _read_back(obs: Observation, data: bytes) -> Observation:
         raise _invalid(e) from None
     if copy == obs:
         return copy
-    data = msgspec.to_builtins(obs)
-    if next(_not_finite(data, ""), None) is not None:  # NaN and inf were written as null
-        return _rebuilt(obs, data)
+    plain = msgspec.to_builtins(obs)
+    if next(_not_finite(plain, ""), None) is not None:  # NaN and inf were written as null
+        return _rebuilt(obs, plain)
     path, got, wanted = _difference(obs, copy, "")  # a dict where a struct belongs, ...
     raise InvalidObservation(f"expected {wanted}, got {got}", path=path)
 

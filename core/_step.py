@@ -41,9 +41,10 @@ from ._machine import (
     Decision,
     Phase,
 )
-from ._messages import ModelStop, ToolCall, ToolResult, UserMessage, text_of
+from ._messages import AssistantMessage, ModelStop, ToolCall, ToolResult, UserMessage, text_of
 from ._observations import (
     Approved,
+    Cancelled,
     Denied,
     Event,
     ModelFailed,
@@ -183,8 +184,8 @@ class Step:
             return self.apply(WAIT)
         if kind is Resumed:
             return self._resumed()
-        reason = st.events[-1].reason  # type: ignore[union-attr]  (Cancelled)
-        why = f"the run was cancelled ({reason or 'no reason given'})"
+        cancel: Cancelled = st.events[-1]  # type: ignore[assignment]
+        why = f"the run was cancelled ({cancel.reason or 'no reason given'})"
         return self._finish(StopReason.cancelled, None, why)
 
     # -- deciding (these read the state; only `_record` and `apply` write) -------------------
@@ -196,7 +197,8 @@ class Step:
         phase = st.phase
         if phase is COMPACTING:
             return self._next_turn()
-        content = st.messages[-1].content  # the reply, as the ledger holds it
+        reply: AssistantMessage = st.messages[-1]  # type: ignore[assignment]
+        content = reply.content  # the reply, as the ledger holds it
         calls: list[ToolCall] = []
         for part in content:  # a plain loop: a comprehension costs a frame on 3.11
             if type(part) is ToolCall:
