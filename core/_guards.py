@@ -265,16 +265,10 @@ class Checks:
             return f"{call.name} was already called {count - 1} times with these arguments"
         return None
 
-    def round_count(self, state: LoopState, digest: object, failed: bool) -> tuple[int, str, bool]:
-        """What a finished round (`digest`: what its calls and results were) does to the
-        failed-rounds and no-progress guards' counts: the rounds of failures in a row, the
-        round's key, and whether the oldest round kept can go (no guard can need it now)."""
-        n = len(state.round_digests) + 1
-        return (
-            state.failed_rounds + 1 if failed else 0,
-            str(crc32(canonical.encode(digest))),
-            self.stall is not None and n > STALL_PERIODS * self.stall,
-        )
+    def round_key(self, digest: object) -> str:
+        """What the no-progress guard keeps of a finished round (`digest`: what its calls and
+        results were)."""
+        return str(crc32(canonical.encode(digest)))
 
 
 def _stalled(digests: list[str], k: int) -> bool:

@@ -30,7 +30,7 @@ import msgspec
 from ._compaction import compacted
 from ._cost import Price
 from ._errors import ProtocolError
-from ._guards import Checks, estimate_tokens, message_tokens, part_tokens
+from ._guards import STALL_PERIODS, Checks, estimate_tokens, message_tokens, part_tokens
 from ._machine import COMPACTING, DONE, FINALIZING
 from ._messages import (
     AssistantMessage,
@@ -309,11 +309,13 @@ def round_written(
 
 
 def round_counted(st: LoopState, checks: Checks, digest: object, failed: bool) -> None:
-    """A written round counts for the failed-rounds and no-progress guards."""
-    st.failed_rounds, key, drop = checks.round_count(st, digest, failed)
-    st.round_digests.append(key)
-    if drop:
-        del st.round_digests[0]
+    """A written round counts for the failed-rounds and no-progress guards, which keep only
+    the rounds they can still need."""
+    st.failed_rounds = st.failed_rounds + 1 if failed else 0
+    digests = st.round_digests
+    digests.append(checks.round_key(digest))
+    if checks.stall is not None and len(digests) > STALL_PERIODS * checks.stall:
+        del digests[0]
 
 
 def answer_refused(st: LoopState, problem: UserMessage | None) -> None:
