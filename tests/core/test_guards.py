@@ -11,10 +11,10 @@ from turnstile.core import Guards
 @pytest.mark.parametrize(
     ("given", "says"),
     [
-        # found in review: every run stopped on context_budget before its first call
+        # a window within the reserve once stopped every run on context_budget before its first call
         ({"context_window": 1000}, "context_window: must be larger than reserve_tokens"),
         ({"context_window": 18_000}, "context_window: must be larger than reserve_tokens"),
-        # found in review: the final request carried an empty message, an invalid history
+        # once the final request carried an empty message, an invalid history
         ({"finalize_prompt": ""}, "finalize_prompt"),
         ({"finalize_prompt": "  \n"}, "finalize_prompt"),
     ],
