@@ -16,7 +16,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import msgspec
 from turnstile.core import (
@@ -35,15 +35,8 @@ from turnstile.core.diagram import dot, mermaid
 from turnstile.core.messages import HistoryProblem, history_problems
 from turnstile.executors import CorruptJournal, Journal, RunFailed, TornJournal, sync, transcript
 from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
-from turnstile.providers import Delta, TextDelta
+from turnstile.providers import Delta, TextDelta, model_client
 
-_PROVIDERS = {
-    "anthropic": ("anthropic_messages", "anthropic", "ANTHROPIC_API_KEY"),
-    "openai-chat": ("openai_chat", "openai", "OPENAI_API_KEY"),
-    "openai-responses": ("openai_responses", "openai", "OPENAI_API_KEY"),
-}
-"""Each provider `turnstile run` knows: its format module, its SDK (and extra), the variable
-holding its key."""
 _SPEC = msgspec.json.Decoder(LoopSpec).decode
 
 
@@ -206,27 +199,6 @@ def _diagram(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client(provider: str) -> tuple[Any, Any]:
-    """The provider's format module, and its SDK's client, configured from the environment (key,
-    base URL, ...) as the SDK documents."""
-    module, sdk, variable = _PROVIDERS[provider]
-    if not os.environ.get(variable):
-        raise UsageError(f"{variable} is not set: export it to use --provider {provider}")
-    try:
-        wire = importlib.import_module(f"turnstile.providers.{module}")
-        if sdk == "anthropic":
-            import anthropic
-
-            return wire, anthropic.Anthropic()
-        import openai
-
-        return wire, openai.OpenAI()
-    except ModuleNotFoundError as error:
-        from turnstile.providers.extras import missing_extra
-
-        raise missing_extra(error, sdk, needed_by=f"turnstile run --provider {provider}") from None
-
-
 def _print_delta(delta: Delta) -> None:
     if type(delta) is TextDelta:
         print(delta.text, end="", file=sys.stderr, flush=True)
@@ -240,9 +212,9 @@ def _end_reply(step: Command | Observation) -> None:
 def _run(args: argparse.Namespace) -> int:
     """Run the loop once against the API; print the transcript. Exit 1, saying why on stderr, if
     the run failed (`Run.error`)."""
-    wire, sdk = _client(args.provider)
     delta, step = (_print_delta, _end_reply) if args.stream else (None, None)
-    client = wire.Client(sdk, model=args.model, stream=args.stream, on_delta=delta)
+    model = args.provider if args.model is None else f"{args.provider}:{args.model}"
+    client = model_client(model, stream=args.stream, on_delta=delta)
     spec = LoopSpec(system=args.system, max_tokens=args.max_tokens)
     run = sync.run(spec, args.prompt, model=client, on_step=step)
     print(transcript(run.state))
@@ -296,8 +268,10 @@ def parser() -> argparse.ArgumentParser:
     draw.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
     draw.set_defaults(fn=_diagram)
     run = sub.add_parser("run", help="answer a prompt with a provider's API (no tools)")
-    run.add_argument("--provider", required=True, choices=sorted(_PROVIDERS))
-    run.add_argument("--model", help="the model name (default: the provider client's default)")
+    run.add_argument(
+        "--provider", required=True, help="anthropic, openai (Chat Completions), openai-responses"
+    )
+    run.add_argument("--model", help="the model's name (default: the format's default)")
     run.add_argument("--stream", action="store_true", help="stream the reply, text to stderr")
     run.add_argument("--system", help="a system prompt")
     run.add_argument(
