@@ -28,6 +28,7 @@ from turnstile.core import (
 from turnstile.core.messages import Message
 from turnstile.providers import Delta
 
+from ._agent import Agent, unpacked
 from ._effects import JournalArg, answer, check_model, model_failed, opened
 from ._events import Update
 from ._invoke import sync_failure
@@ -62,10 +63,10 @@ def call_model(
 
 
 def run(
-    spec: LoopSpec,
+    spec: LoopSpec | Agent,
     prompt: str | Sequence[Message] | None = None,
     *,
-    model: ModelClient,
+    model: ModelClient | str | None = None,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
     loop: Loop | None = None,
     journal: JournalArg = None,
@@ -78,6 +79,10 @@ def run(
     on_step: Callable[[Command | Observation], None] | None = None,
 ) -> Run:
     """Drive a loop until it finishes, or until only human approvals are left to wait for.
+
+    `spec` may be an `Agent`, which brings its model and tools (then `model=` and `tools=` are
+    not given again); `model` may be a model string (`"openai:gpt-4.1"`, see
+    `turnstile.providers.model_client`).
 
     Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`): the loop is told
     it was `Resumed` and decides what to carry out again. A `prompt` with a `loop` starts it if
@@ -101,8 +106,9 @@ def run(
     loop has recorded it (a `RunTool` once its start is): a dump taken there, as in `on_event`,
     never runs a call twice that is not replay-safe.
 
-    Raises `TypeError` at once for a `model` that is not a sync `ModelClient`.
+    Raises `TypeError` at once for a `model` that is not a sync `ModelClient`, or given twice.
     """
+    spec, model, tools = unpacked(spec, model, tools, is_async=False)
     check_model(model, can_await=False)
     runner = as_runner(tools)
     run_call = caller(runner, deps)

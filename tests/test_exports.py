@@ -134,6 +134,7 @@ EXPORTS = {
         "spec_for",
     ],
     "turnstile.executors": [
+        "Agent",
         "ApprovalNeeded",
         "AsyncModelClient",
         "CorruptJournal",
