@@ -8,7 +8,6 @@ from __future__ import annotations
 
 __all__ = ["Display", "Mirror", "follow", "live_terminal", "status"]
 
-import importlib.util
 import json
 import sys
 import time
@@ -174,7 +173,13 @@ class Display:
 
 def live_terminal(out: IO[str]) -> bool:
     """Whether to draw a live status line: `out` is a terminal and rich is installed."""
-    return out.isatty() and importlib.util.find_spec("rich") is not None
+    if not out.isatty():
+        return False
+    try:
+        import rich  # noqa: F401  # `pip install 'turnstile[cli]'`
+    except ImportError:
+        return False
+    return True
 
 
 def follow(

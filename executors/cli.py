@@ -346,8 +346,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed version, read only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from turnstile.core import __version__
+
+        print(f"turnstile {__version__}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="turnstile", description="Run and inspect agent loops.")
+    p.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="answer the weather question offline").set_defaults(fn=_demo)
     spec_help = 'the run\'s LoopSpec, as a JSON file or "module:attribute" (runs with tools)'

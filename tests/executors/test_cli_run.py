@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import os
 import re
@@ -184,3 +185,23 @@ def test_show_follow_needs_a_journal(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert capsys.readouterr().err == (
         f"turnstile: {dump}: not a journal: --follow follows a run's journal\n"
     )
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_status_line_is_live_only_on_a_terminal_with_rich(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _console.live_terminal(Terminal()) and not _console.live_terminal(io.StringIO())
+    monkeypatch.setitem(sys.modules, "rich", None)  # not installed: plain lines
+    assert not _console.live_terminal(Terminal())
+
+
+def test_version_is_the_installed_distribution_s(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"turnstile {importlib.metadata.version('turnstile')}\n"
