@@ -20,6 +20,7 @@ from turnstile.core import Event, Loop, LoopState, Started, ToolReturned
 from turnstile.providers import TextDelta
 
 from ._events import (
+    ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
     ModelRetry,
@@ -48,13 +49,14 @@ class Mirror:
 
 
 def status(state: LoopState, tool_calls: int, priced: bool) -> str:
-    """One line: the turn, the tokens, the cost (when the spec prices its models), the tool
-    calls."""
+    """One line: the turn (the one the model is answering, while it does), the tokens, the cost
+    (when the spec prices its models), the tool calls."""
     usage = state.usage
+    turn = state.turns + (state.phase == "awaiting_model")
     cost = f"cost {state.cost:.4f}" if priced else "cost n/a"
     calls = f"{tool_calls} tool call{'' if tool_calls == 1 else 's'}"
     tokens = f"{usage.input_tokens:,} in / {usage.output_tokens:,} out"
-    return f"turn {state.turns} · {tokens} · {cost} · {calls}"
+    return f"turn {turn} · {tokens} · {cost} · {calls}"
 
 
 def _shown(value: Any, width: int = 80) -> str:
@@ -122,8 +124,10 @@ class Display:
                 self.note(f"  → {name} {_shown(arguments)}")
             case ToolCallFinished(name=name, content=content, is_error=is_error):
                 self.note(f"  {'✗' if is_error else '←'} {name}: {_shown(content)}")
+            case ModelCallFailed(message=message):
+                self.note(f"  ! the model call failed: {_shown(message)}")
             case ModelRetry(attempt=attempt):
-                self.note(f"  ! the model call failed: retry {attempt}")
+                self.note(f"  ! retry {attempt}")
         self._redraw()
 
     def event(self, event: Event) -> None:

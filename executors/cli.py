@@ -274,6 +274,8 @@ def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
     live = live_terminal(sys.stdout)
     display = Display(mirror, priced=bool(agent.spec.prices), out=sys.stdout, err=sys.stderr,
                       live=live)  # fmt: skip
+    if mirror.loop.state.events:
+        display.note(f"resuming the run in {args.journal} ({len(mirror.loop.state.events)} events)")
     try:
         with display:
             run = sync.run(

@@ -139,6 +139,7 @@ def test_ctrl_c_ends_the_run_with_130_and_its_journal_resumes_it(tmp_path: Path)
     out, err = resumed.communicate(timeout=60)
     assert resumed.returncode == 0, err
     assert out == "It is sunny in Paris,\nand 21 °C.\n"
+    assert err.startswith(f"resuming the run in {journal} (")
     loop = Journal.replay(journal, cli_agents.PRICED)
     assert loop.state.phase == "done" and loop.state.turns == 2
 
