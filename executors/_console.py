@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from turnstile.core import Event, Loop, LoopState, Started, ToolReturned
+from turnstile.core import AwaitApproval, Event, Loop, LoopState, Started, ToolReturned
 from turnstile.providers import TextDelta
 
 from ._events import (
@@ -129,6 +129,24 @@ class Display:
             case ModelRetry(attempt=attempt):
                 self.note(f"  ! retry {attempt}")
         self._redraw()
+
+    def ask(self, command: AwaitApproval) -> bool | str:
+        """Ask, on the terminal, whether the call may run (`approve=`): yes, no (or no answer),
+        or why not (a denial's reason, which the model is told)."""
+        self._end_text()
+        if self._live is not None:
+            self._live.stop()
+        try:
+            answer = input(f"  ? run {command.name} {_shown(command.arguments)}? [y/N/why not] ")
+        except EOFError:
+            answer = ""
+        finally:
+            if self._live is not None:
+                self._live.start()
+        answer = answer.strip()
+        if answer.lower() in ("y", "yes"):
+            return True
+        return False if answer.lower() in ("", "n", "no") else answer
 
     def event(self, event: Event) -> None:
         self.mirror.feed(event)

@@ -284,6 +284,7 @@ def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
                 journal=args.journal,
                 on_update=display.update,
                 on_event=display.event,
+                approve=display.ask if sys.stdin.isatty() else None,
             )
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -291,10 +292,10 @@ def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
         again = f": resume it with turnstile run --journal {args.journal} {args.target}"
         print(f"turnstile: cancelled{again if args.journal else ''}", file=sys.stderr)
         return 130
-    for waiting in run.waiting:
+    for waiting in run.waiting:  # no terminal to ask on
         print(
-            f"turnstile: {waiting.name} ({waiting.id}) awaits approval, which the command line "
-            "does not give: run the agent in code with approve=",
+            f"turnstile: {waiting.name} ({waiting.id}) awaits approval: run it on a terminal to "
+            "answer, or in code with approve=",
             file=sys.stderr,
         )
     if agent.spec.output is not None and run.output is not None:

@@ -47,6 +47,9 @@ PRICED = LoopSpec(
 )
 
 agent = Agent(PRICED, model=ScriptedModel(answer), tools=[get_weather])
+approved = Agent(
+    PRICED, model=ScriptedModel(answer), tools=[tool(needs_approval=True)(get_weather.fn)]
+)
 interruptible = Agent(PRICED, model=ScriptedModel(answer), tools=[wait_for_release])
 
 

@@ -193,6 +193,39 @@ class Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.parametrize(
+    ("typed", "result"),
+    [
+        ("y\n", '  ← get_weather: {"city":"Paris","temp_c":21,"sky":"sunny"}'),
+        ("n\n", "  ✗ get_weather: denied by a human: no reason given. Do not retry it."),
+        ("", "  ✗ get_weather: denied by a human: no reason given. Do not retry it."),  # Ctrl-D
+        ("ask me later\n", "  ✗ get_weather: denied by a human: ask me later. Do not retry it."),
+    ],
+)
+def test_on_a_terminal_a_call_that_needs_approval_is_asked_about(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], typed: str, result: str
+) -> None:
+    monkeypatch.setattr(sys, "stdin", Terminal(typed))
+    assert main(["run", "tests.executors.cli_agents:approved", "Weather in Paris?"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith('Let me check.\n  ? run get_weather {"city": "Paris"}? [y/N/why not] ')
+    assert result in err.splitlines()
+
+
+def test_elsewhere_a_call_that_needs_approval_waits_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = str(tmp_path / "run.journal")
+    argv = ["run", "--journal", journal, "tests.executors.cli_agents:approved", "Weather?"]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "turnstile: get_weather (c1) awaits approval: run it on a terminal to answer, or in code "
+        "with approve="
+    )
+    loop = Journal.replay(journal, cli_agents.PRICED)
+    assert loop.state.phase == "awaiting_approval"  # to answer later
+
+
 def test_the_status_line_is_live_only_on_a_terminal_with_rich(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
