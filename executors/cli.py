@@ -1,8 +1,10 @@
 """The `turnstile` command. User mistakes end in one line on stderr and exit code 2.
 
-`run` and `replay` use a provider's SDK and `validate` may replay a trace; those imports wait
-until such a command runs, so the rest (`turnstile demo` among it) needs only the core's
-dependencies and starts fast.
+`turnstile run module:agent PROMPT` runs an `Agent` found in the user's code, its text streamed
+as it comes, under a status line (`_console`); `--journal` keeps it resumable, and
+`turnstile show --follow` follows a journal as its run writes it. `run --provider` and `replay`
+use a provider's SDK and `validate` may replay a trace; those imports wait until such a command
+runs, so the rest (`turnstile demo` among it) needs only the core's dependencies and starts fast.
 """
 
 from __future__ import annotations

@@ -49,6 +49,16 @@ def test_an_agent_runs_as_its_parts_do_in_sync_and_aio() -> None:
     assert ran.finish is not None and ran.finish.reason is StopReason.completed
 
 
+def test_aio_updates_take_an_agent() -> None:
+    async def updated() -> list[str]:
+        agent = Agent(LoopSpec(system="Add."), model=script(), tools=[add])
+        async with aio.updates(agent, "2+3?") as stream:
+            return [type(update).__name__ async for update in stream]
+
+    seen = run_async(updated)
+    assert "ToolCallFinished" in seen and seen[-1] == "RunFinished"
+
+
 def test_an_agent_is_a_frozen_value() -> None:
     tools = [add]
     agent = Agent(model="openai:gpt-4.1", tools=tools)
