@@ -102,7 +102,8 @@ class Display:
         self._end_text()
         if self._live is not None:
             self._live.stop()
-            self.note(self.line())  # the status line, kept once the run is over
+            if self.mirror.loop.state.events:  # the status line, kept once the run is over
+                self.note(self.line())
 
     def line(self) -> str:
         return status(self.mirror.loop.state, self.mirror.tool_calls, self.priced)

@@ -65,3 +65,4 @@ def typed_answer(request: ModelRequest) -> ModelResponse:
 
 typed = Agent(LoopSpec(output=Forecast), model=ScriptedModel(typed_answer))
 not_an_agent = PRICED
+keyless = Agent(model="openai:gpt-4.1")  # OPENAI_API_KEY unset

@@ -85,11 +85,19 @@ def test_on_a_terminal_the_status_line_stays_under_the_text() -> None:
             "run --provider takes one argument, the prompt (or an agent, alone)",
         ),
         (["run", AGENT], "run() needs a prompt, or a loop or a journal to resume"),
+        (
+            ["run", "tests.executors.cli_agents:keyless", "hi"],
+            "OPENAI_API_KEY is not set: export it to use the model openai:gpt-4.1",
+        ),
     ],
 )
 def test_run_mistakes_are_one_line_and_exit_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    message: str,
 ) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert main(argv) == 2
     assert capsys.readouterr().err == f"turnstile: {message}\n"
 
