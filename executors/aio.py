@@ -50,6 +50,7 @@ except ModuleNotFoundError as error:
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
+from ._agent import Agent, unpacked
 from ._effects import JournalArg, check_model, model_failed, opened
 from ._events import Update
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
@@ -64,7 +65,7 @@ Work = Callable[[], Awaitable[Observation]]
 
 
 def updates(
-    spec: LoopSpec, prompt: str | Sequence[Message] | None = None, **options: Any
+    spec: LoopSpec | Agent, prompt: str | Sequence[Message] | None = None, **options: Any
 ) -> contextlib.AbstractAsyncContextManager[Updates]:
     """Start `run(spec, prompt, **options)` and hand over its `Update`s as they happen:
 
@@ -81,10 +82,10 @@ def updates(
 
 
 async def run(
-    spec: LoopSpec,
+    spec: LoopSpec | Agent,
     prompt: str | Sequence[Message] | None = None,
     *,
-    model: AsyncModelClient | ModelClient,
+    model: AsyncModelClient | ModelClient | str | None = None,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
     loop: Loop | None = None,
     journal: JournalArg = None,
@@ -106,8 +107,9 @@ async def run(
     `CallModel.not_before` asks for, instant in tests (trio's `MockClock` does too, but its
     autojump also passes the time while a sync tool or client works in a thread).
     Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
-    `ModelClient`.
+    `ModelClient`. A model string builds an async client.
     """
+    spec, model, tools = unpacked(spec, model, tools, is_async=True)
     check_model(model, can_await=True)
     runner = as_runner(tools)
     run_call = caller(runner, deps)

@@ -13,6 +13,7 @@ from typing import Any
 from turnstile.core import CallModel, Command, Event, Loop, LoopSpec, Observation, RunTool, Tool
 from turnstile.core.messages import Message
 
+from ._agent import Agent, unpacked
 from ._effects import Approver, JournalArg, answer, call_model, check_model, opened, returned
 from ._events import Update
 from ._protocols import ModelClient, ToolRunner, takes
@@ -22,10 +23,10 @@ from ._toolbox import as_runner, caller
 
 
 def run(
-    spec: LoopSpec,
+    spec: LoopSpec | Agent,
     prompt: str | Sequence[Message] | None = None,
     *,
-    model: ModelClient,
+    model: ModelClient | str | None = None,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
     loop: Loop | None = None,
     journal: JournalArg = None,
@@ -39,14 +40,18 @@ def run(
 ) -> Run:
     """Drive a loop until it finishes, or until only human approvals are left to wait for.
 
-    `model` is a sync `ModelClient` (anything else: `TypeError` at once). `approve` answers
-    approval requests; without it they are returned in `Run.waiting`. `sleep` waits out a
-    retry's `CallModel.not_before` on `clock` (a fake pair makes tests and replays instant).
+    `model` is a sync `ModelClient` (anything else: `TypeError` at once), or a model string
+    (`"openai:gpt-4.1"`, see `turnstile.providers.model_client`); `spec` may be an `Agent`,
+    which brings its model and tools (then `model=` and `tools=` are not given again).
+    `approve` answers approval requests; without it they are returned in `Run.waiting`.
+    `sleep` waits out a retry's `CallModel.not_before` on `clock` (a fake pair makes tests and
+    replays instant).
     `deps` reaches every tool that asks for a `ToolContext`, as its `deps`, and nothing else.
     `journal` is a `Journal` (left open) or a path (opened, and closed here); not with `loop`.
     Starting or resuming (`prompt`, `loop`, `journal`), and what `on_event`, `on_update` and
     `on_step` see: see `turnstile.executors.Session`, which this drives.
     """
+    spec, model, tools = unpacked(spec, model, tools, is_async=False)
     check_model(model, can_await=False)
     run_call = caller(runner := as_runner(tools), deps)
     on_delta = on_update if on_update is not None and takes(model.complete, "on_delta") else None
