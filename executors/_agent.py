@@ -12,6 +12,7 @@ from typing import Any, Literal, overload
 from turnstile.core import LoopSpec, Tool
 from turnstile.providers import model_client
 
+from ._effects import check_model
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 
 Model = str | ModelClient | AsyncModelClient
@@ -62,7 +63,8 @@ def unpacked(
     """The spec, model and tools of a run given `spec` (or an agent) and the run's `model=` and
     `tools=`. A model string becomes its client, sync or async as `is_async` says (None leaves
     it a name, as Temporal runs name their model). Raises `TypeError` for an agent given a
-    `model=` or `tools=` of the run's own, and for no model at all."""
+    `model=` or `tools=` of the run's own, for no model at all, and for a client the executor
+    cannot call (`check_model`)."""
     if isinstance(spec, Agent):
         again = [
             name for name, given in (("model", model is not None), ("tools", tools != ())) if given
@@ -72,13 +74,16 @@ def unpacked(
                 f"the agent has its {' and '.join(again)} already: give "
                 f"{' and '.join(f'{n}=' for n in again)} to Agent(...) or to the run, not both"
             )
-        return spec.spec, _built(spec.model, is_async), spec.tools
-    if model is None:
+        spec, model, tools = spec.spec, spec.model, spec.tools
+    elif model is None:
         raise TypeError(
             "the run needs a model: model= a client or a model string ('openai:gpt-4.1'), "
             "or an Agent in place of the spec"
         )
-    return spec, _built(model, is_async), tools
+    built = _built(model, is_async)
+    if is_async is not None:
+        check_model(built, can_await=is_async)
+    return spec, built, tools
 
 
 def _built(model: Model, is_async: bool | None) -> Model:

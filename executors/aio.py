@@ -51,7 +51,7 @@ except ModuleNotFoundError as error:
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
 from ._agent import Agent, unpacked
-from ._effects import JournalArg, check_model, model_failed, opened
+from ._effects import JournalArg, model_failed, opened
 from ._events import Update
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run
@@ -110,7 +110,6 @@ async def run(
     `ModelClient`. A model string builds an async client.
     """
     spec, model, tools = unpacked(spec, model, tools, is_async=True)
-    check_model(model, can_await=True)
     runner = as_runner(tools)
     run_call = caller(runner, deps)
     with opened(journal, loop) as journaled:

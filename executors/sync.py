@@ -1,6 +1,5 @@
-"""The plain synchronous executor: one command at a time, tools run inline, one after another
-(`aio` overlaps them); a sync tool cannot be interrupted, so per-tool timeouts need the sandbox.
-"""
+"""The plain synchronous executor: one command at a time, tools inline, one after another (`aio`
+overlaps them); a sync tool cannot be interrupted, so per-tool timeouts need the sandbox."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from turnstile.core import CallModel, Command, Event, Loop, LoopSpec, Observatio
 from turnstile.core.messages import Message
 
 from ._agent import Agent, unpacked
-from ._effects import Approver, JournalArg, answer, call_model, check_model, opened, returned
+from ._effects import Approver, JournalArg, answer, call_model, opened, returned
 from ._events import Update
 from ._protocols import ModelClient, ToolRunner, takes
 from ._run import Run
@@ -43,16 +42,13 @@ def run(
     `model` is a sync `ModelClient` (anything else: `TypeError` at once), or a model string
     (`"openai:gpt-4.1"`, see `turnstile.providers.model_client`); `spec` may be an `Agent`,
     which brings its model and tools (then `model=` and `tools=` are not given again).
-    `approve` answers approval requests; without it they are returned in `Run.waiting`.
-    `sleep` waits out a retry's `CallModel.not_before` on `clock` (a fake pair makes tests and
-    replays instant).
-    `deps` reaches every tool that asks for a `ToolContext`, as its `deps`, and nothing else.
-    `journal` is a `Journal` (left open) or a path (opened, and closed here); not with `loop`.
-    Starting or resuming (`prompt`, `loop`, `journal`), and what `on_event`, `on_update` and
-    `on_step` see: see `turnstile.executors.Session`, which this drives.
+    `approve` answers approval requests, else they are returned in `Run.waiting`. `sleep` waits
+    out a retry's `not_before` on `clock` (a fake pair: instant tests). `deps` reaches every tool
+    that asks for a `ToolContext` (as its `deps`), nothing else. `journal` is a `Journal` (left
+    open) or a path (opened, and closed here); not with `loop`. Starting or resuming, and what
+    `on_event`, `on_update`, `on_step` see: `turnstile.executors.Session`, which this drives.
     """
     spec, model, tools = unpacked(spec, model, tools, is_async=False)
-    check_model(model, can_await=False)
     run_call = caller(runner := as_runner(tools), deps)
     on_delta = on_update if on_update is not None and takes(model.complete, "on_delta") else None
     with opened(journal, loop) as journaled:
