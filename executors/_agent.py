@@ -74,7 +74,8 @@ def unpacked(
                 f"the agent has its {' and '.join(again)} already: give "
                 f"{' and '.join(f'{n}=' for n in again)} to Agent(...) or to the run, not both"
             )
-        spec, model, tools = spec.spec, spec.model, spec.tools
+        agent = spec
+        spec, model, tools = agent.spec, agent.model, agent.tools
     elif model is None:
         raise TypeError(
             "the run needs a model: model= a client or a model string ('openai:gpt-4.1'), "
