@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["worker"]
+__all__ = ["clients_of", "worker"]
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -13,6 +13,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from turnstile.core import Tool
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._toolbox import as_runner
+from turnstile.providers import model_client
 
 from ._activities import Activities
 from ._wire import TASK_QUEUE
@@ -26,10 +27,28 @@ RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules(
 )
 
 
+Model = ModelClient | AsyncModelClient
+
+
+def clients_of(models: Mapping[str, Model | str] | Iterable[str]) -> dict[str, Model]:
+    """Each name's client: a model string's built async (`model_client`), a client as given."""
+    named = models if isinstance(models, Mapping) else {name: name for name in models}
+    clients: dict[str, Model] = {}
+    for name, model in named.items():
+        client = model_client(model, is_async=True) if isinstance(model, str) else model
+        if not isinstance(client, ModelClient | AsyncModelClient):
+            raise TypeError(
+                f"the model {name!r} is not a client (complete(request) or async "
+                f"acomplete(request) -> ModelResponse): {model!r}"
+            )
+        clients[name] = client
+    return clients
+
+
 def worker(
     client: Client,
     *,
-    models: Mapping[str, ModelClient | AsyncModelClient],
+    models: Mapping[str, Model | str] | Iterable[str],
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
     deps: Any = None,
     task_queue: str = TASK_QUEUE,
@@ -38,21 +57,18 @@ def worker(
     """A `temporalio.worker.Worker` for turnstile runs on `task_queue`: `run()` it, or use it as
     an async context manager.
 
-    `models` are the clients runs name (`start(..., model="name")`); `tools` run their calls (a
+    `models` are the clients runs name (`start(..., model="name")`): a client, or a model string
+    (`"openai:gpt-4.1"`) whose async client is built here from the environment; a list of model
+    strings names each client by its string, as an `Agent`'s does. `tools` run their calls (a
     `Sandbox`, a `Toolbox`, tools), and a spec that names no tools is offered them. `deps`
     reaches every tool that asks for a `ToolContext`, as in `sync.run`: it stays in the worker
     process, never in a history. A sandbox
     starts each call's process with `subprocess`, never by forking the worker, whose threads a
     fork would not take along. `options` go to `Worker` (`max_concurrent_activities=`, ...).
-    Raises `TypeError` for a model that is no client.
+    Raises `TypeError` for a model that is no client, and `model_client`'s errors for a model
+    string (a missing key: `MissingAPIKey`).
     """
-    for name, model in models.items():
-        if not isinstance(model, ModelClient | AsyncModelClient):
-            raise TypeError(
-                f"the model {name!r} is not a client (complete(request) or async "
-                f"acomplete(request) -> ModelResponse): {model!r}"
-            )
-    activities = Activities(models, as_runner(tools), deps)
+    activities = Activities(clients_of(models), as_runner(tools), deps)
     return Worker(
         client,
         task_queue=task_queue,
