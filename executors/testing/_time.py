@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, Literal, TypeVar, TypeVarTuple
 
+from turnstile.providers.extras import required
+
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
@@ -23,7 +25,7 @@ def run_async(
     timeouts and deadlines pass at once, and the times a run records are exact. (trio's
     `MockClock` autojump takes a running worker thread for idleness; this does not. Real I/O
     waited for, a socket's or a subprocess's, is waiting: time may jump past it.)"""
-    import anyio
+    anyio: Any = required("anyio", "aio", needed_by="run_async")
 
     if backend == "trio":  # anyio before 4.14 drops a trio clock given in backend_options
         import trio

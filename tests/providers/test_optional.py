@@ -216,6 +216,19 @@ CALL_SITES = {
         "TranscriptExtension",
         "pytest",
     ),
+    "executors/testing/_time.py": (
+        """
+        from turnstile.executors.testing import run_async
+
+        async def nothing():
+            pass
+
+        run_async(nothing)
+        """,
+        "anyio",
+        "run_async",
+        "aio",
+    ),
     "executors/testing/_pytest_traces.py": (
         """
         import os
