@@ -255,22 +255,23 @@ class Session:
         journal's "round" policy no commit comes before a model call, and a tool's start
         takes with it those of the replay-safe calls of `ahead` (the round's rest, begun
         later without a commit of their own)."""
-        kind = type(command)
-        if kind is RunTool or kind is AwaitApproval:
+        if type(command) is RunTool or type(command) is AwaitApproval:
             if command.id not in self.loop.outstanding_ids():
                 self._ahead.discard(command.id)
                 return False
-        if kind is RunTool:
-            if command.id in self._ahead:
+        if type(command) is RunTool:
+            if command.id in self._ahead:  # recorded with the round's first, and made durable
                 self._ahead.remove(command.id)
                 commit = False
             else:
                 self._apply(ToolStarted(command.id, now=self.now()))
                 if self._safe is not None and ahead:
                     self._start_ahead(ahead)
-        elif kind is CallModel:
-            commit = commit and self._safe is None
-        if commit and (kind is RunTool or kind is CallModel):
+        elif type(command) is CallModel:
+            commit = commit and self._safe is None  # asking again is harmless
+        else:
+            commit = False
+        if commit:
             self.commit()
         if self._on_step is not None:
             self._on_step(command)
