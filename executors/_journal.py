@@ -182,7 +182,8 @@ class Journal:
     - `"batch"` (the default): every event appended before a `commit()`. Executors commit right
       before each effect (a tool call, a model call), so no intent is lost and no tool runs
       twice unless it is replay-safe; events after the last effect may be lost, and are redone.
-      A turn of N tool calls: a sync before its model call, one before each call.
+      A turn of N tool calls: a sync before its model call and one before each call (one
+      for them all where they start together).
     - `"round"`: one sync a turn where the tools allow it. Executors commit before each round
       of tool calls, every call's start in it, and not before a model call (asking again is
       harmless). A power loss can lose the last round's results and the model's reply after
