@@ -253,8 +253,11 @@ def _one_run(
     """Run `index` of the campaign: kill it, resume it, until a process finishes it; then check
     its journal and side file."""
     rng = random.Random(f"{seed}:{index}")
-    kind = KINDS[index % 2 + 2 * (index // 2 % sandbox_every == sandbox_every - 1)]
-    policy = POLICIES[index // 2 % len(POLICIES)]
+    pair = index // 2
+    sandboxed = pair % sandbox_every == sandbox_every - 1
+    kind = KINDS[index % 2 + 2 * sandboxed]
+    nth = pair // sandbox_every if sandboxed else pair - pair // sandbox_every  # of its kind
+    policy = POLICIES[nth % len(POLICIES)]  # each kind of run gets every policy in turn
     journal, side = folder / f"run{index}.journal", folder / f"run{index}.side"
     side.touch()
     side.chmod(0o666)  # a sandboxed call may run as a user of its own
