@@ -51,32 +51,22 @@ class Tracked:
             self.moments.append((events, self.synced, Counter(self.effects)))
 
 
-@pytest.fixture
-def tracked(monkeypatch: pytest.MonkeyPatch) -> Tracked:
-    """A `Tracked` world that notes how much of its journal each sync made durable."""
-    world = Tracked()
-    for name in ("fsync", "fdatasync"):
-        if hasattr(os, name):
-            real = getattr(os, name)
-
-            def sync(fd: int, real=real) -> None:  # type: ignore[no-untyped-def]
-                real(fd)
-                if world.journal is not None and fd == world.journal._fd:
-                    world.synced = len(world.journal.events)
-
-            monkeypatch.setattr(os, name, sync)
-    return world
-
-
 class Kept(Journal):
-    """A journal that tells its world of every append, once it is written (and synced, if the
-    policy syncs appends)."""
+    """A journal that tells its world of every append once it is written, and of how much of
+    it each sync made durable (an append's own, under "always"; a commit's)."""
 
     world: Tracked
 
     def append(self, event: Event) -> None:
         super().append(event)
+        if self.fsync == "always":
+            self.world.synced = len(self.events)
         self.world.moment()
+
+    def commit(self) -> None:
+        super().commit()
+        if self.fsync != "never":
+            self.world.synced = len(self.events)
 
 
 def syncs_of(executor: str, policy: str, calls: list[ToolCall], path: Path) -> int:
@@ -141,14 +131,18 @@ def test_a_round_starts_its_replay_safe_calls_with_its_first_and_the_rest_one_by
     order: list[str] = []
 
     class Watched(Journal):
+        new = False
+
         def append(self, event: Event) -> None:
             super().append(event)
             order.append(" ".join(kinds([event])))
+            self.new = True
 
         def commit(self) -> None:
-            if self._unsynced:
-                order.append("sync")
             super().commit()
+            if self.new:  # a commit with something new to sync
+                order.append("sync")
+            self.new = False
 
     world = Tracked()
     calls = [pay("a"), read("r"), pay("b"), read("s")]
@@ -177,7 +171,7 @@ TURNS = ([pay("a"), read("r"), pay("b")], [read("s"), pay("c")])
 @pytest.mark.parametrize("executor", ["sync", "trio"])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_crash_at_any_moment_resumes_each_call_as_the_policy_promises(
-    executor: str, policy: str, tracked: Tracked, tmp_path: Path
+    executor: str, policy: str, tmp_path: Path
 ) -> None:
     """At every moment of a run (after each append, after each effect), a crash leaves the
     journal as written (a kill) or cut back to any record since the last sync (a power loss,
@@ -185,7 +179,7 @@ def test_a_crash_at_any_moment_resumes_each_call_as_the_policy_promises(
     answered once; one not replay-safe ran at most once, and was answered with its result
     only if it ran; a replay-safe one ran and has its result. One after another, at most the
     one call in flight is answered as interrupted."""
-    Kept.world = tracked
+    Kept.world = tracked = Tracked()
     with Kept(tmp_path / "run.journal", fsync=policy) as journal:  # type: ignore[arg-type]
         tracked.journal = journal
         drive(executor, LoopSpec(), "go", model=agent(*TURNS), tools=tracked.tools, journal=journal)
