@@ -73,12 +73,11 @@ def syncs_of(executor: str, policy: str, calls: list[ToolCall], path: Path) -> i
     """The data syncs of a run that makes `calls` in one turn, then answers."""
     Journal(path).close()
     counted: list[int] = []
-    patched = {}
-    for name in ("fsync", "fdatasync"):
-        if hasattr(os, name):
-            patched[name] = real = getattr(os, name)
-            setattr(os, name, lambda fd, real=real: (counted.append(fd), real(fd))[1])
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("fsync", "fdatasync"):
+            if hasattr(os, name):
+                real = getattr(os, name)
+                patch.setattr(os, name, lambda fd, real=real: (counted.append(fd), real(fd))[1])
         with Journal(path, fsync=policy) as journal:  # type: ignore[arg-type]
             run = drive(
                 executor,
@@ -88,9 +87,6 @@ def syncs_of(executor: str, policy: str, calls: list[ToolCall], path: Path) -> i
                 tools=Tracked().tools,
                 journal=journal,
             )
-    finally:
-        for name, real in patched.items():
-            setattr(os, name, real)
     assert run.stop_reason is StopReason.completed
     return len(counted)
 
