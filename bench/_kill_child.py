@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--side", required=True, help="the file the tools append their call ids to")
     p.add_argument("--seed", type=int, required=True, help="the seed of the run's plan")
     p.add_argument("--executor", choices=["sync", "trio"], required=True)
-    p.add_argument("--fsync", choices=["always", "batch", "never"], required=True)
+    p.add_argument("--fsync", choices=["always", "batch", "round", "never"], required=True)
     p.add_argument("--sandbox", action="store_true", help="run each call in a Sandbox")
     p.add_argument("--prompt", action="store_true", help="give the prompt (else resume)")
     args = p.parse_args(argv)

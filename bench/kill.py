@@ -3,8 +3,8 @@ resume each from its journal in a new process until it finishes, and check what 
 promise: nothing lost, nothing that is not replay-safe run twice, every journal readable.
 
 A run is a process of `bench._kill_child` at a time: sync or trio, tools in-process or in a
-`Sandbox`, the journal's fsync policy "always", "batch" or "never" (a kill -9 loses nothing the
-OS was handed, so all three must hold). Each process is SIGKILLed after a random delay, from
+`Sandbox`, the journal's fsync policy "always", "batch", "round" or "never" (a kill -9 loses nothing
+the OS was handed, so all four must hold). Each process is SIGKILLed after a random delay, from
 0 up to the time the run still needs (a whole run's length, measured first and learnt as the
 campaign goes, times the share of its calls not yet answered), or left to finish; the next
 one resumes the run. The tools append their call ids to a side file, which counts how often
@@ -44,7 +44,7 @@ from ._kill_world import INTERRUPTED, REPLAY_SAFE, effects, plan, spec
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("sync", "trio", "sync · sandbox", "trio · sandbox")
-POLICIES = ("always", "batch", "never")
+POLICIES = ("always", "batch", "round", "never")
 MAX_KILLS = 6
 """Kills per run at most: the process after the last one is left to finish."""
 SPARE = 0.1
@@ -253,8 +253,11 @@ def _one_run(
     """Run `index` of the campaign: kill it, resume it, until a process finishes it; then check
     its journal and side file."""
     rng = random.Random(f"{seed}:{index}")
-    kind = KINDS[index % 2 + 2 * (index // 2 % sandbox_every == sandbox_every - 1)]
-    policy = POLICIES[index // 2 % 3]
+    pair = index // 2
+    sandboxed = pair % sandbox_every == sandbox_every - 1
+    kind = KINDS[index % 2 + 2 * sandboxed]
+    nth = pair // sandbox_every if sandboxed else pair - pair // sandbox_every  # of its kind
+    policy = POLICIES[nth % len(POLICIES)]  # each kind of run gets every policy in turn
     journal, side = folder / f"run{index}.journal", folder / f"run{index}.side"
     side.touch()
     side.chmod(0o666)  # a sandboxed call may run as a user of its own

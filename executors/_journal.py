@@ -45,7 +45,7 @@ _EVENTS = frozenset(get_args(Event))
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(Event).decode
 
-Policy = Literal["always", "batch", "never"]
+Policy = Literal["always", "batch", "round", "never"]
 
 
 class CorruptJournal(TurnstileError):
@@ -159,36 +159,52 @@ def _read(path: Path) -> _Contents:
 
 
 def _fsync(fd: int) -> None:
+    """Sync a file's data and what reading it back needs (its size), not its timestamps."""
     (os.fdatasync if hasattr(os, "fdatasync") else os.fsync)(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    written = os.write(fd, data)  # all of it, but for a signal or a full disk
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 class Journal:
     """An append-only file of a run's events, one record each; `events` holds them all.
 
     Every append hands its record to the OS at once, so whatever the policy a killed process
-    loses nothing it appended. `fsync` decides what survives a power loss:
+    loses nothing it appended. `fsync` decides what survives a power loss, and how many data
+    syncs (`fdatasync`, or `fsync` where the OS has no other) a run pays:
 
-    - `"always"`: every event (an fsync per append: the slowest).
+    - `"always"`: every event (a sync per append, 5 a turn of two tool calls: the slowest).
     - `"batch"` (the default): every event appended before a `commit()`. Executors commit right
-      before each effect (a tool run, a model call), so no intent is lost and no tool runs twice
-      unless it is replay-safe; events after the last effect may be lost, and are redone.
-    - `"never"`: nothing is fsynced; what the OS had not written out yet is lost.
+      before each effect (a tool call, a model call), so no intent is lost and no tool runs
+      twice unless it is replay-safe; events after the last effect may be lost, and are redone.
+      A turn of N tool calls: a sync before its model call and one before each call (one
+      for them all where they start together).
+    - `"round"`: one sync a turn where the tools allow it. Executors commit before each round
+      of tool calls, every call's start in it, and not before a model call (asking again is
+      harmless). A power loss can lose the last round's results and the model's reply after
+      them: those calls are settled as after any crash (replay-safe ones run again, the others
+      are answered as interrupted: each ran once, never twice). A call is recorded as started
+      with the round only where a crash before it ran costs nothing: a concurrent executor
+      starts the whole round at once; a sequential one (`sync`) records the replay-safe calls
+      (run on resume if the crash came first) with the round's first call, and records and
+      syncs each later call that is not replay-safe just before it runs, as `"batch"` (else a
+      crash between two calls would answer it as interrupted without its ever running).
+    - `"never"`: nothing is synced; what the OS had not written out yet is lost.
 
     Opening reads what the file holds (creating it, with its header, if absent): a torn tail is
     cut off with a `TornJournal` warning naming its offset, damage raises `CorruptJournal`. One
-    process appends to a journal at a time. An append or fsync that fails closes the journal,
+    process appends to a journal at a time. An append or sync that fails closes the journal,
     unless it could take the half-written record back: open it again to go on.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: Policy = "batch") -> None:
         if fsync not in get_args(Policy):
-            raise ValueError(f"fsync must be 'always', 'batch' or 'never', not {fsync!r}")
+            raise ValueError(f"fsync must be 'always', 'batch', 'round' or 'never', not {fsync!r}")
         self.path = Path(path)
         self.fsync: str = fsync
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0))
@@ -245,8 +261,8 @@ class Journal:
             self._sync()
 
     def commit(self) -> None:
-        """Make every appended record durable, as the policy allows: fsync (when something is
-        new) with "always" and "batch"; with "never" the OS already has them."""
+        """Make every appended record durable, as the policy allows: a data sync (when something
+        is new) unless the policy is "never" (the OS already has them)."""
         self._open()
         if self._unsynced and self.fsync != "never":
             self._sync()
@@ -307,7 +323,9 @@ class Journal:
         os.close(fd)
 
     def _sync_folder(self) -> None:
-        """Make the new file's name durable too (POSIX: Windows cannot open a folder)."""
+        """Make the new file's name durable too (POSIX: Windows cannot open a folder). A
+        folder's entries take `fsync` (`fdatasync` promises a file's data only); it comes
+        once, when the journal is created."""
         if os.name == "posix":
             fd = os.open(self.path.parent, os.O_RDONLY)
             try:

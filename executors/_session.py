@@ -110,8 +110,8 @@ class Session:
     one, or tools the spec names that `tool_specs` lacks.
 
     `journal` gets every event the loop records, and a call's start is made durable before the
-    call runs. A journal that already holds a run resumes it: give the same prompt or none
-    (another raises `ValueError`).
+    call runs (with its `fsync="round"`, the round's together: see `Journal`). A journal that
+    already holds a run resumes it: give the same prompt or none (another raises `ValueError`).
 
     `clock` stamps observations. A resumed loop's time goes on from its last event (time at
     rest is not counted), unless `offset` says what to add to `clock` (a Temporal run continued
@@ -127,6 +127,7 @@ class Session:
     """
 
     __slots__ = (
+        "_ahead",
         "_armed_for",
         "_journal",
         "_log",
@@ -134,6 +135,7 @@ class Session:
         "_on_event",
         "_on_step",
         "_prompt",
+        "_safe",
         "_tools",
         "_written",
         "finish",
@@ -178,6 +180,10 @@ class Session:
         self.now = clock if offset is None else self._clock(clock, offset)
         self._prompt = prompt
         self._journal = journal
+        self._safe: frozenset[str] | None = None  # under "round": the replay-safe tools
+        if journal is not None and journal.fsync == "round":
+            self._safe = frozenset(t.name for t in loop.spec.tools if t.replay_safe)
+        self._ahead: set[str] = set()  # calls whose start went with an earlier one's
         self._on_event = on_event
         self._on_step = on_step
         self._log = log
@@ -241,21 +247,46 @@ class Session:
 
     # -- before the I/O ----------------------------------------------------------------------
 
-    def begin(self, command: Command, commit: bool = True) -> bool:
+    def begin(self, command: Command, commit: bool = True, ahead: Sequence[Command] = ()) -> bool:
         """About to carry out `command`, one at a time: False if the loop no longer waits for
         it (it closed the call since: the deadline passed, say). A tool's start is recorded,
         and (with `commit`) the journal made durable before any call, so a crash never runs a
-        call twice that is not replay-safe; then `on_step` sees the command."""
+        call twice that is not replay-safe; then `on_step` sees the command. Under the
+        journal's "round" policy no commit comes before a model call, and a tool's start
+        takes with it those of the replay-safe calls of `ahead` (the round's rest, begun
+        later without a commit of their own)."""
         if type(command) is RunTool or type(command) is AwaitApproval:
             if command.id not in self.loop.outstanding_ids():
+                self._ahead.discard(command.id)
                 return False
         if type(command) is RunTool:
-            self._apply(ToolStarted(command.id, now=self.now()))
-        if commit and (type(command) is RunTool or type(command) is CallModel):
+            if command.id in self._ahead:  # recorded with the round's first, and made durable
+                self._ahead.remove(command.id)
+                commit = False
+            else:
+                self._apply(ToolStarted(command.id, now=self.now()))
+                if self._safe is not None and ahead:
+                    self._start_ahead(ahead)
+        elif type(command) is CallModel:
+            commit = commit and self._safe is None  # asking again is harmless
+        else:
+            commit = False
+        if commit:
             self.commit()
         if self._on_step is not None:
             self._on_step(command)
         return True
+
+    def _start_ahead(self, queue: Sequence[Command]) -> None:
+        """Record the starts of `queue`'s replay-safe tool calls now: a crash before one runs
+        only has it run on resume."""
+        safe, ahead, wanted = self._safe, self._ahead, self.loop.outstanding_ids()
+        assert safe is not None
+        for later in queue:
+            if type(later) is RunTool and later.name in safe and later.id not in ahead:
+                if later.id in wanted:
+                    self._apply(ToolStarted(later.id, now=self.now()))
+                    ahead.add(later.id)
 
     def next(self, queue: list[Command], approving: bool) -> Work | None:
         """For a driver that carries out one command at a time: the next of `queue` (what
@@ -264,7 +295,7 @@ class Session:
         is `approving`; None once nothing is left to carry out."""
         while queue:
             command = queue.pop(0)
-            if not self.begin(command):
+            if not self.begin(command, ahead=queue):
                 continue  # the loop closed its call since (the deadline passed, say)
             match command:
                 case Finish():
@@ -278,9 +309,11 @@ class Session:
 
     def hand_out(self, commands: Sequence[Command], approving: bool) -> list[Work]:
         """The work to start at once of `commands`: each tool's start recorded and everything
-        made durable before any of it runs, then `on_step` sees each command. A `Finish` is
-        kept in `finish`; approvals go to `waiting` unless someone is `approving`."""
+        made durable before any of it runs (under the journal's "round" policy, only before
+        tool calls), then `on_step` sees each command. A `Finish` is kept in `finish`;
+        approvals go to `waiting` unless someone is `approving`."""
         work: list[Work] = []
+        tools = False
         for command in commands:
             match command:
                 case Finish():
@@ -290,9 +323,10 @@ class Session:
                 case RunTool(id=call_id):
                     self._apply(ToolStarted(call_id, now=self.now()))
                     work.append(command)
+                    tools = True
                 case CallModel() | AwaitApproval():
                     work.append(command)
-        if work:
+        if tools or (work and self._safe is None):
             self.commit()
         if self._on_step is not None:  # once every call handed out is recorded as started
             for command in commands:
