@@ -19,11 +19,22 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import msgspec
+from msgspec.structs import astuple
 
 from ._decoding import VALUE_DEPTH, nests_deeper, shallow
 from ._errors import HistoryProblem, InvalidHistory, InvalidObservation
 from ._history import history_problems
-from ._messages import AssistantMessage, Message, Text, ToolCall, UserMessage
+from ._messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    ModelStop,
+    Part,
+    Text,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
 from ._observations import (
     Approved,
     Cancelled,
@@ -65,10 +76,14 @@ REPAIRED = "\n(turnstile: characters that were not valid Unicode were replaced w
 def checked(obs: Observation, after: float | None) -> Observation:
     """`obs` as the state will hold it, or `InvalidObservation`; `after`: the time of the last
     event, which `obs.now` may not precede."""
-    if type(obs) is ToolReturned and _plain(obs):  # the common case, already as it must be
-        copy: Observation = obs
+    kind = type(obs)
+    if kind is ToolReturned and _plain(obs):  # the common case, already as it must be
+        copy: Observation | None = obs
+    elif kind is ModelReplied:
+        copy = _plain_reply(obs) or _copied(obs)  # type: ignore[arg-type]
     else:
         copy = _copied(obs)
+    assert copy is not None
     if after is not None and copy.now < after:
         raise InvalidObservation(f"{copy.now!r} is before the last event's {after!r}", path="now")
     return copy
@@ -118,6 +133,69 @@ def _plain(obs: ToolReturned) -> bool:
         and obs.content.isascii()  # O(1): ASCII holds no surrogate
         and obs.call_id.isascii()
     )
+
+
+_INT64 = 2**63
+
+
+def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
+    """The common reply (text and calls with flat arguments, ASCII text, finite numbers) copied
+    as its JSON round trip would copy it, without one; None for anything else, which `_copied`
+    checks the careful way. Frozen parts with nothing mutable in them are shared."""
+    r, now, model = obs.response, obs.now, obs.model
+    if type(r) is not ModelResponse or type(now) is not float or not math.isfinite(now):
+        return None
+    content, usage = r.content, r.usage
+    if type(content) is not list or type(r.stop) is not ModelStop or type(usage) is not Usage:
+        return None
+    for text in (obs.command_id, model, r.raw_stop, r.id, r.model):
+        if text is not None and (type(text) is not str or not text.isascii()):
+            return None
+    if obs.command_id is None:
+        return None
+    for n in astuple(usage):
+        if type(n) is not int or not 0 <= n < _INT64:
+            return None
+    parts: list[Part] = []
+    for part in content:
+        kind = type(part)
+        if kind is Text:
+            text = part.text
+            if type(text) is not str or not text.isascii() or part.provider_data is not None:
+                return None
+        elif kind is ToolCall:
+            args, raw = part.arguments, part.raw_arguments
+            if (
+                type(args) is not dict
+                or type(part.id) is not str
+                or type(part.name) is not str
+                or not (part.id + part.name).isascii()
+                or (raw is not None and (type(raw) is not str or not raw.isascii()))
+                or type(part.complete) is not bool
+                or part.provider_data is not None
+            ):
+                return None
+            for key, value in args.items():
+                if type(key) is not str or not key.isascii():
+                    return None
+                kind = type(value)
+                if kind is str:
+                    if not value.isascii():
+                        return None
+                elif kind is int:
+                    if not -_INT64 <= value < _INT64:
+                        return None
+                elif kind is float:
+                    if not math.isfinite(value):
+                        return None
+                elif value is not None and kind is not bool:
+                    return None
+            part = ToolCall(part.id, part.name, dict(args), raw, part.complete)
+        else:
+            return None
+        parts.append(part)
+    response = ModelResponse(parts, r.stop, usage, r.raw_stop, r.id, r.model)
+    return ModelReplied(command_id=obs.command_id, response=response, model=model, now=now)
 
 
 def _copied(obs: Observation) -> Observation:
