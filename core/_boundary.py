@@ -148,11 +148,12 @@ def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
     content, usage = r.content, r.usage
     if type(content) is not list or type(r.stop) is not ModelStop or type(usage) is not Usage:
         return None
-    for text in (obs.command_id, model, r.raw_stop, r.id, r.model):
-        if text is not None and (type(text) is not str or not text.isascii()):
-            return None
-    if obs.command_id is None:
+    if type(obs.command_id) is not str or not obs.command_id.isascii():
         return None
+    if model is not None or r.raw_stop is not None or r.id is not None or r.model is not None:
+        for text in (model, r.raw_stop, r.id, r.model):
+            if text is not None and (type(text) is not str or not text.isascii()):
+                return None
     for n in astuple(usage):
         if type(n) is not int or not 0 <= n < _INT64:
             return None
