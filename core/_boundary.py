@@ -154,9 +154,12 @@ def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
         for text in (model, r.raw_stop, r.id, r.model):
             if text is not None and (type(text) is not str or not text.isascii()):
                 return None
-    for n in astuple(usage):
-        if type(n) is not int or not 0 <= n < _INT64:
-            return None
+    a, b, c, d, e = astuple(usage)  # ints, none negative, each below 2**63 (so is their `|`)
+    if not (
+        type(a) is type(b) is type(c) is type(d) is type(e) is int
+        and 0 <= a | b | c | d | e < _INT64
+    ):
+        return None
     parts: list[Part] = []
     for part in content:
         kind = type(part)
