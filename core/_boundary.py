@@ -76,14 +76,12 @@ REPAIRED = "\n(turnstile: characters that were not valid Unicode were replaced w
 def checked(obs: Observation, after: float | None) -> Observation:
     """`obs` as the state will hold it, or `InvalidObservation`; `after`: the time of the last
     event, which `obs.now` may not precede."""
-    kind = type(obs)
-    if kind is ToolReturned and _plain(obs):  # the common case, already as it must be
-        copy: Observation | None = obs
-    elif kind is ModelReplied:
-        copy = _plain_reply(obs) or _copied(obs)  # type: ignore[arg-type]
+    if type(obs) is ToolReturned and _plain(obs):  # the common case, already as it must be
+        copy: Observation = obs
+    elif type(obs) is ModelReplied:
+        copy = _plain_reply(obs) or _copied(obs)
     else:
         copy = _copied(obs)
-    assert copy is not None
     if after is not None and copy.now < after:
         raise InvalidObservation(f"{copy.now!r} is before the last event's {after!r}", path="now")
     return copy
@@ -162,12 +160,11 @@ def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
         return None
     parts: list[Part] = []
     for part in content:
-        kind = type(part)
-        if kind is Text:
+        if type(part) is Text:
             text = part.text
             if type(text) is not str or not text.isascii() or part.provider_data is not None:
                 return None
-        elif kind is ToolCall:
+        elif type(part) is ToolCall:
             args, raw = part.arguments, part.raw_arguments
             if (
                 type(args) is not dict
@@ -182,17 +179,17 @@ def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
             for key, value in args.items():
                 if type(key) is not str or not key.isascii():
                     return None
-                kind = type(value)
-                if kind is str:
+                of = type(value)
+                if of is str:
                     if not value.isascii():
                         return None
-                elif kind is int:
+                elif of is int:
                     if not -_INT64 <= value < _INT64:
                         return None
-                elif kind is float:
+                elif of is float:
                     if not math.isfinite(value):
                         return None
-                elif value is not None and kind is not bool:
+                elif value is not None and of is not bool:
                     return None
             part = ToolCall(part.id, part.name, dict(args), raw, part.complete)
         else:
