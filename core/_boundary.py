@@ -3,7 +3,7 @@
 An observation (and the conversation `Loop.start` is given, as its `Started` event) becomes the
 state's own copy, made by the state's own JSON round trip: every field of its declared type,
 every number finite, all text the wire can carry (a plain tool result or reply, ASCII text and
-flat arguments, is checked field by field and copied as the round trip would, at a third of its
+flat arguments, is checked field by field and copied as the round trip would, for about half its
 cost). What the caller got wrong raises
 `InvalidObservation` naming the field. What a model or a tool said is data the loop carries on
 with: text that is not valid Unicode (lone UTF-16 surrogates) is repaired to U+FFFD, and a tool
