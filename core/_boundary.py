@@ -1,14 +1,14 @@
 """What comes into the loop, checked before anything changes.
 
 An observation (and the conversation `Loop.start` is given, as its `Started` event) becomes the
-state's own copy, made by the state's own JSON round trip: every field of its declared type,
-every number finite, all text the wire can carry (a plain tool result or reply, ASCII text and
-flat arguments, is checked field by field and copied as the round trip would, for about half its
-cost). What the caller got wrong raises
-`InvalidObservation` naming the field. What a model or a tool said is data the loop carries on
-with: text that is not valid Unicode (lone UTF-16 surrogates) is repaired to U+FFFD, and a tool
-call whose arguments cannot travel (a number that is not finite, a lone surrogate) keeps them only
-as text, so the loop answers it with an error result instead of running it.
+state's own copy, made by the state's own JSON round trip: every field of its declared type, every
+number finite, all text the wire can carry (a plain tool result or reply, ASCII text and flat
+arguments, is checked field by field and copied as the round trip would, for about half its cost).
+What the caller got wrong raises `InvalidObservation` naming the field. What a model or a tool said
+is data the loop carries on with: text that is not valid Unicode (lone UTF-16 surrogates) is
+repaired to U+FFFD, and a tool call whose arguments cannot travel (a number that is not finite, a
+lone surrogate) keeps them only as text, so the loop answers it with an error result instead of
+running it.
 """
 
 from __future__ import annotations
