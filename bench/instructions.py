@@ -4,8 +4,8 @@
 of one tool call each, every guard on, `PYTHONHASHSEED=0`, no address randomisation) and prints
 the difference divided by 100: what one more turn costs, start-up and imports cancelled out.
 Both runs build the same 120 replies, so building them is cancelled out too. `--by-n` also
-prints what 100 more turns cost a turn after 10, 100, 1,000 and 10,000: flat in N or not,
-without a clock.
+prints what a turn costs after 10, 100, 1,000 and 10,000 turns (over as many more turns, at
+least 100): flat in N or not, without a clock.
 """
 
 from __future__ import annotations
@@ -56,8 +56,11 @@ def instructions(n: int, built: int = LARGE) -> int:
 
 
 def by_n(n: int) -> float:
-    """Instructions a turn of the `MORE` turns after the first `n`."""
-    return (instructions(n + MORE, n + MORE) - instructions(n, n + MORE)) / MORE
+    """Instructions a turn of the turns after the first `n` (`n` of them, at least `MORE`): so
+    a full garbage collection, which comes once in many thousand turns, is shared among as
+    many turns as it is in a run of that length, not all charged to a hundred."""
+    more = max(MORE, n)
+    return (instructions(n + more, n + more) - instructions(n, n + more)) / more
 
 
 def main(argv: list[str]) -> None:
