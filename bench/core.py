@@ -139,6 +139,44 @@ def _runs(n: int, times: int) -> int:
     return times if times == 1 else max(times, 3000 // n)
 
 
+FLAT_SIZES = (10, 100, 1_000, 10_000)
+
+
+def cpu_per_turn_us(n: int) -> float:
+    """CPU µs a turn over a run of `n` turns (the replies built first): on a shared machine,
+    time spent descheduled does not count."""
+    replies = _replies(n)
+    loop = Loop(SPEC)
+    [ask] = loop.start("go", 0.0)
+    start = time.process_time_ns()
+    for i in range(n):
+        [run] = loop.send(ModelReplied(ask.id, replies[i], now=float(i)))
+        [ask] = loop.send(ToolReturned(run.id, "ok", now=float(i)))
+    return (time.process_time_ns() - start) / n / 1000
+
+
+def by_n(times: int) -> tuple[str, str, str, str, str]:
+    """The row saying whether a turn costs the same after 100 turns as after 10,000: each
+    length's CPU µs a turn, and the longest against 100 (a run's first few turns cost more,
+    its caches cold, so a run of 10 is no baseline for growth)."""
+    figures = [
+        repeat(lambda n=n: cpu_per_turn_us(n), _runs(n, times), warm_up=True) for n in FLAT_SIZES
+    ]
+    hand = [
+        repeat(lambda n=n: per_turn_us(turns_handwritten, n), _runs(n, times), warm_up=True)
+        for n in (FLAT_SIZES[1], FLAT_SIZES[-1])
+    ]
+    ratio = figures[-1].median / figures[1].median
+    return (
+        "core CPU µs/turn by N",
+        f"{FLAT_SIZES[0]}–{FLAT_SIZES[-1]:,}",
+        " · ".join(f"{n:,}: {f.median:.2f}" for n, f in zip(FLAT_SIZES, figures, strict=True)),
+        f"N={FLAT_SIZES[-1]:,} ×{ratio:.2f} of N={FLAT_SIZES[1]}; hand-written "
+        f"×{hand[1].median / hand[0].median:.2f}",
+        "pass" if ratio <= 1.2 else "MISS (≤1.2)",
+    )
+
+
 def rows(sizes: list[int], times: int) -> list[tuple[str, str, str, str, str]]:
     """(measure, N, figure, baseline and ratio, target verdict) rows for the table."""
     out = []
@@ -173,6 +211,8 @@ def rows(sizes: list[int], times: int) -> list[tuple[str, str, str, str, str]]:
             "pass" if ratio <= 1.2 else "MISS (≤1.2)",
         )
     )
+    if times > 1:  # a run of 10,000 turns: not in --quick
+        out.append(by_n(times))
     for n in sizes:
         runs = _runs(n, times)
         log = repeat(lambda n=n: checkpoint_us(n, whole=False), runs, warm_up=True)

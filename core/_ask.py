@@ -120,8 +120,9 @@ class Requests:
             policy = spec.compaction
             prompt = DEFAULT_SUMMARY_PROMPT if policy is None else policy.prompt
             return summary_request(spec, offered, older, prompt, self._key, model)
-        messages = self._sent(st, None)
-        return request(spec, st, offered, output, self._key, messages, model)
+        messages = st.messages
+        sent = History(messages, len(messages)) if not st.compactions else self._sent(st, None)
+        return request(spec, st, offered, output, self._key, sent, model)
 
     def _sent(self, st: LoopState, upto: int | None) -> Any:
         """What a request sends of the ledger (up to `upto`, else all of it): the ledger itself

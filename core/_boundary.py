@@ -1,12 +1,14 @@
 """What comes into the loop, checked before anything changes.
 
 An observation (and the conversation `Loop.start` is given, as its `Started` event) becomes the
-state's own copy, made by the state's own JSON round trip: every field of its declared type,
-every number finite, all text the wire can carry. What the caller got wrong raises
-`InvalidObservation` naming the field. What a model or a tool said is data the loop carries on
-with: text that is not valid Unicode (lone UTF-16 surrogates) is repaired to U+FFFD, and a tool
-call whose arguments cannot travel (a number that is not finite, a lone surrogate) keeps them only
-as text, so the loop answers it with an error result instead of running it.
+state's own copy, made by the state's own JSON round trip: every field of its declared type, every
+number finite, all text the wire can carry (a plain tool result or reply, ASCII text and flat
+arguments, is checked field by field and copied as the round trip would, for about half its cost).
+What the caller got wrong raises `InvalidObservation` naming the field. What a model or a tool said
+is data the loop carries on with: text that is not valid Unicode (lone UTF-16 surrogates) is
+repaired to U+FFFD, and a tool call whose arguments cannot travel (a number that is not finite, a
+lone surrogate) keeps them only as text, so the loop answers it with an error result instead of
+running it.
 """
 
 from __future__ import annotations
@@ -19,11 +21,22 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import msgspec
+from msgspec.structs import astuple
 
 from ._decoding import VALUE_DEPTH, nests_deeper, shallow
 from ._errors import HistoryProblem, InvalidHistory, InvalidObservation
 from ._history import history_problems
-from ._messages import AssistantMessage, Message, Text, ToolCall, UserMessage
+from ._messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    ModelStop,
+    Part,
+    Text,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
 from ._observations import (
     Approved,
     Cancelled,
@@ -67,6 +80,8 @@ def checked(obs: Observation, after: float | None) -> Observation:
     event, which `obs.now` may not precede."""
     if type(obs) is ToolReturned and _plain(obs):  # the common case, already as it must be
         copy: Observation = obs
+    elif type(obs) is ModelReplied:
+        copy = _plain_reply(obs) or _copied(obs)
     else:
         copy = _copied(obs)
     if after is not None and copy.now < after:
@@ -118,6 +133,72 @@ def _plain(obs: ToolReturned) -> bool:
         and obs.content.isascii()  # O(1): ASCII holds no surrogate
         and obs.call_id.isascii()
     )
+
+
+_INT64 = 2**63
+
+
+def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
+    """The common reply (text and calls with flat arguments, ASCII text, finite numbers) copied
+    as its JSON round trip would copy it, without one; None for anything else, which `_copied`
+    checks the careful way. Frozen parts with nothing mutable in them are shared."""
+    r, now, model = obs.response, obs.now, obs.model
+    if type(r) is not ModelResponse or type(now) is not float or not math.isfinite(now):
+        return None
+    content, usage = r.content, r.usage
+    if type(content) is not list or type(r.stop) is not ModelStop or type(usage) is not Usage:
+        return None
+    if type(obs.command_id) is not str or not obs.command_id.isascii():
+        return None
+    if model is not None or r.raw_stop is not None or r.id is not None or r.model is not None:
+        for text in (model, r.raw_stop, r.id, r.model):
+            if text is not None and (type(text) is not str or not text.isascii()):
+                return None
+    a, b, c, d, e = astuple(usage)  # ints, none negative, each below 2**63 (so is their `|`)
+    if not (
+        type(a) is type(b) is type(c) is type(d) is type(e) is int
+        and 0 <= a | b | c | d | e < _INT64
+    ):
+        return None
+    parts: list[Part] = []
+    for part in content:
+        if type(part) is Text:
+            text = part.text
+            if type(text) is not str or not text.isascii() or part.provider_data is not None:
+                return None
+        elif type(part) is ToolCall:
+            args, raw = part.arguments, part.raw_arguments
+            if (
+                type(args) is not dict
+                or type(part.id) is not str
+                or type(part.name) is not str
+                or not (part.id + part.name).isascii()
+                or (raw is not None and (type(raw) is not str or not raw.isascii()))
+                or type(part.complete) is not bool
+                or part.provider_data is not None
+            ):
+                return None
+            for key, value in args.items():
+                if type(key) is not str or not key.isascii():
+                    return None
+                of = type(value)
+                if of is str:
+                    if not value.isascii():
+                        return None
+                elif of is int:
+                    if not -_INT64 <= value < _INT64:
+                        return None
+                elif of is float:
+                    if not math.isfinite(value):
+                        return None
+                elif value is not None and of is not bool:
+                    return None
+            part = ToolCall(part.id, part.name, dict(args), raw, part.complete)
+        else:
+            return None
+        parts.append(part)
+    response = ModelResponse(parts, r.stop, usage, r.raw_stop, r.id, r.model)
+    return ModelReplied(command_id=obs.command_id, response=response, model=model, now=now)
 
 
 def _copied(obs: Observation) -> Observation:

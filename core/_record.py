@@ -298,7 +298,8 @@ def round_written(
         assert r is not None
         results.append(r)
         digest.append((call.name, call.arguments, r.content, r.is_error))
-        tokens += part_tokens(r.content)
+        content = r.content  # (`part_tokens` of text, inline: this runs once a call)
+        tokens += estimate_tokens(content) if type(content) is str else part_tokens(content)
         failed = failed and r.is_error and r.content != INTERRUPTED  # a crash is no failure
         if finish is None and not r.is_error and call.name in finishers:
             finish = call

@@ -165,7 +165,8 @@ class Step:
         st = self.state
         self._moves = moves  # (`at`, inline: this runs twice a turn)
         self._now = now = st.events[-1].now
-        self._late = self.checks.deadline_passed(st, now)
+        checks = self.checks
+        self._late = checks.deadline_s is not None and checks.deadline_passed(st, now)
         if kind is ToolReturned:
             if len(st.round) == 1 and not self._late:
                 return self._round_complete()  # the reply's only call: nothing left to start
