@@ -1,6 +1,6 @@
 """`Loop.load` over damaged dumps: every byte-level change is `CorruptState` (the checksum), and
 every change to the state itself that keeps a valid checksum is `CorruptState` or a state a loop
-can be in, which is never stuck. Nothing takes long."""
+can be in, which is never stuck. None hangs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from turnstile.core import CorruptState, Loop, LoopSpec
 
 from tests.core._scripts import Run, check_consistent, drive, specs
 
-SLOW_S = 0.1  # for a dump under 10 KB
+HANG_S = 5.0  # for a dump under 10 KB: a guard against a path that never ends, not a speed target
 
 
 def dumps_of_a_run(data: st.DataObject, spec: LoopSpec) -> list[bytes]:
@@ -34,7 +34,7 @@ def loaded_in_time(spec: LoopSpec, data: bytes) -> Loop | None:
     except CorruptState:
         loop = None
     elapsed = time.perf_counter() - started
-    assert len(data) > 10_000 or elapsed < SLOW_S, f"{elapsed:.3f} s to load {len(data)} bytes"
+    assert len(data) > 10_000 or elapsed < HANG_S, f"{elapsed:.3f} s to load {len(data)} bytes"
     return loop
 
 

@@ -365,10 +365,12 @@ def test_an_error_message_with_lone_surrogates_can_be_kept(name: str) -> None:
 
 
 def quickly(call: Callable[[], object]) -> None:
+    """`call` raises `DecodeError` rather than walking a huge count (a guard against a hang,
+    far above the microseconds it takes: the speed itself is the benchmarks' business)."""
     start = time.perf_counter()
     with pytest.raises(DecodeError):
         call()
-    assert time.perf_counter() - start < 0.1
+    assert time.perf_counter() - start < 5.0
 
 
 @pytest.mark.parametrize("key", ["summary_index", "output_index"])
