@@ -1,10 +1,12 @@
-"""The anyio side of the async executor: its inbox, its clock, how it tells a cancel of the
-run from a call's own failure, and how it calls a model or a tool (awaited, or in a thread)."""
+"""The event loop side of the async executor: its tasks and inbox (on the running loop's own
+primitives), its clock, how it tells a cancel of the run from a call's own failure, and how it
+calls a model or a tool (awaited, or in a thread)."""
 
 from __future__ import annotations
 
 __all__ = [
     "Inbox",
+    "Tasks",
     "approval",
     "cancelled",
     "event_loop_clock",
@@ -44,16 +46,70 @@ from ._session import Session
 from ._toolbox import Toolbox
 
 
-class Inbox:
-    """The observations of finished tasks, each keyed by its command's id, in arrival order."""
+class Tasks:
+    """A run's tasks, in the running event loop's own task group (asyncio's `TaskGroup`, a trio
+    nursery) and with its own events: anyio's group, cancel scopes and events cost a task
+    several times what the event loop's do, and a run under load starts one a tool call."""
 
-    __slots__ = ("_items", "_ready")
+    __slots__ = ("_group", "_started", "event", "trio")
 
     def __init__(self) -> None:
-        self._items: deque[tuple[str, Observation]] = deque()
-        self._ready: anyio.Event | None = None
+        self._group: Any
+        self.event: Callable[[], Any]
+        self.trio = _on_trio()
+        if self.trio:
+            import trio
 
-    def put(self, key: str, obs: Observation) -> None:
+            self._group, self.event = trio.open_nursery(), trio.Event
+        else:
+            self._group, self.event = asyncio.TaskGroup(), asyncio.Event
+        self._started: Any = None
+
+    async def __aenter__(self) -> Tasks:
+        self._started = await self._group.__aenter__()  # the TaskGroup, or the nursery
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return cast("bool | None", await self._group.__aexit__(*exc_info))
+
+    def start(self, fn: Callable[..., Awaitable[object]], *args: Any) -> Callable[[], object]:
+        """Start `fn(*args)` as a task: what cancels it is returned."""
+        started = self._started
+        if not self.trio:
+            return cast(asyncio.TaskGroup, started).create_task(fn(*args)).cancel
+        import trio
+
+        scope = trio.CancelScope()
+        started.start_soon(_scoped, scope, fn, args)
+        return scope.cancel
+
+
+async def _scoped(scope: Any, fn: Callable[..., Awaitable[object]], args: tuple[Any, ...]) -> None:
+    with scope:
+        await fn(*args)
+
+
+def _on_trio() -> bool:
+    """Whether the running event loop is trio's (anyio runs on asyncio or trio)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
+
+
+class Inbox:
+    """The observations of finished tasks, each keyed by its command's id, in arrival order;
+    `event` makes the event loop's own events."""
+
+    __slots__ = ("_event", "_items", "_ready")
+
+    def __init__(self, event: Callable[[], Any]) -> None:
+        self._items: deque[tuple[str, Observation | None]] = deque()
+        self._ready: Any = None
+        self._event = event
+
+    def put(self, key: str, obs: Observation | None) -> None:
         self._items.append((key, obs))
         self.wake()
 
@@ -61,10 +117,11 @@ class Inbox:
         if self._ready is not None:
             self._ready.set()
 
-    async def get(self) -> tuple[str, Observation] | None:
-        """The next observation; None if woken without one (the alarm stepped the loop)."""
+    async def get(self) -> tuple[str, Observation | None] | None:
+        """The next observation (None for work that raised a cancel of its own); None if woken
+        without one (the alarm stepped the loop)."""
         if not self._items:
-            self._ready = ready = anyio.Event()
+            self._ready = ready = self._event()
             await ready.wait()
             self._ready = None
             if not self._items:
@@ -75,12 +132,11 @@ class Inbox:
 def event_loop_clock() -> Callable[[], float]:
     """The running event loop's own clock, the one anyio's deadlines use (`anyio.current_time`
     finds it again at every call)."""
-    try:
+    if not _on_trio():
         return asyncio.get_running_loop().time
-    except RuntimeError:  # not asyncio: trio
-        import trio
+    import trio
 
-        return trio.current_time
+    return trio.current_time
 
 
 def is_async(fn: Callable[..., object]) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __all__ = ["Updates", "run", "updates"]
 
+import asyncio
 import contextlib
 import functools
 import math
@@ -56,7 +57,16 @@ from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run
 from ._session import Session
 from ._stream import Updates, streamed
-from ._tasks import Inbox, approval, cancelled, event_loop_clock, model_caller, own_cancel, tool
+from ._tasks import (
+    Inbox,
+    Tasks,
+    approval,
+    cancelled,
+    event_loop_clock,
+    model_caller,
+    own_cancel,
+    tool,
+)
 from ._toolbox import as_runner, caller
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
@@ -148,10 +158,11 @@ class _Driver:
         self.deps = deps
         tools = session.loop.spec.tools
         self.timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in tools}
-        self.inbox = Inbox()
-        self.tasks: dict[str, anyio.CancelScope] = {}  # the work in flight, by command id
+        self.group = Tasks()
+        self.inbox = Inbox(self.group.event)
+        self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
-        self.rearm: anyio.Event | None = None  # set to make the alarm read the deadline again
+        self.rearm: Any = None  # an event set to make the alarm read the deadline again
         self.inline_key: str | None = None  # the work this task awaits itself, if any
         self.inline_scope = anyio.CancelScope()  # ...and its scope
         self.complete = model_caller(model, session)
@@ -186,9 +197,15 @@ class _Driver:
                 step(obs)
         self.inline_key = None
 
-    async def task(self, key: str, scope: anyio.CancelScope, work: Work) -> None:
-        with scope:
-            self.inbox.put(key, await work())
+    async def task(self, key: str, work: Work) -> None:
+        try:
+            obs = await work()
+        except asyncio.CancelledError as e:
+            if self.group.trio or not own_cancel(e):
+                raise
+            self.inbox.put(key, None)  # its own cancel (an approver's): the run is called off
+            return
+        self.inbox.put(key, obs)
 
     def step(self, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or begin) and queue what it decides in `launch`: calls are
@@ -221,7 +238,7 @@ class _Driver:
         if not tasks and inline is None:
             return
         for key in self.session.stale(tasks):
-            tasks.pop(key).cancel()
+            tasks.pop(key)()
         if inline is not None and self.session.stale([inline]):
             self.inline_key = None
             self.inline_scope.cancel()
@@ -233,7 +250,7 @@ class _Driver:
         session = self.session
         while True:
             wait = session.alarm(1e-6)
-            self.rearm = rearm = anyio.Event()
+            self.rearm = rearm = self.group.event()
             if wait is None:
                 await rearm.wait()
                 continue
@@ -254,30 +271,35 @@ class _Driver:
             self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
         tasks, inbox, launch = self.tasks, self.inbox, self.launch
         try:
-            async with anyio.create_task_group() as group:
+            async with self.group as group:
+                stop_alarm: Callable[[], object] | None = None
                 self.step(None)
                 if self.session.finish is None and launch:
-                    group.start_soon(self.alarm)
+                    stop_alarm = group.start(self.alarm)
                 while self.session.finish is None:
                     if len(launch) == 1 and not tasks:
                         await self.inline()
                         continue
                     for key, work in launch:
-                        tasks[key] = scope = anyio.CancelScope()
-                        group.start_soon(self.task, key, scope, work)
+                        tasks[key] = group.start(self.task, key, work)
                     launch.clear()
                     if not tasks:
                         break
                     got = await inbox.get()
-                    if got is not None and tasks.pop(got[0], None) is not None:
+                    if got is not None and got[0] in tasks:
+                        if got[1] is None:
+                            break
+                        del tasks[got[0]]
                         self.step(got[1])
-                group.cancel_scope.cancel()
+                if stop_alarm is not None:
+                    stop_alarm()
+                for cancel in tasks.values():  # the loop gave up on all of it, unless called off
+                    cancel()
         except BaseException as exc:
             if self.session.finish is not None or not cancelled(exc):
                 raise
             self.step(Cancelled("the run was cancelled", now=self.now()))
-        # a task raised its backend's cancel (an approver's own asyncio.CancelledError): the
-        # group cancelled itself and left without a word
+        # a task raised asyncio's cancel of its own (an approver's): the run is called off
         if self.session.finish is None and tasks:
             self.step(Cancelled("the run was cancelled", now=self.now()))
         return self.session.run()
