@@ -12,6 +12,7 @@ __all__ = [
     "event_loop_clock",
     "invoke",
     "is_async",
+    "lazy_caller",
     "model_caller",
     "own_cancel",
     "tool",
@@ -39,11 +40,11 @@ from turnstile.core import (
     ToolReturned,
 )
 
-from ._effects import answer, returned
+from ._effects import answer, has_method, returned
 from ._invoke import ainvoke, failure
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
 from ._session import Session
-from ._toolbox import Toolbox
+from ._toolbox import Toolbox, caller
 
 
 class Tasks:
@@ -174,7 +175,8 @@ def model_caller(
     caller's `on_update` for its deltas if it takes them. A thread that was abandoned (the
     run cancelled, the deadline passed) goes on: its deltas, stale, are no longer shown."""
     on_delta = session.on_delta
-    if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
+    can_await = has_method(model, "acomplete") or isinstance(model, AsyncModelClient)
+    if can_await and getattr(model, "is_async", True):
         method: Callable[..., Any] = model.acomplete
         if on_delta is not None and takes(method, "on_delta"):
             return lambda c: method(c.request, on_delta=on_delta)
@@ -193,6 +195,22 @@ def model_caller(
 
         return streamed
     return lambda c: anyio.to_thread.run_sync(sync, c.request, abandon_on_cancel=True)
+
+
+def lazy_caller(runner: ToolRunner, deps: Any) -> Callable[[RunTool], ToolOutcome]:
+    """`caller(runner, deps)`, made when a call first needs it (a sync tool, a runner's call):
+    a run of async tools never does, and asking what a runner's `run` takes costs a run more
+    than the rest of its start. A runner that checks its deps is still asked at once."""
+    if deps is not None and hasattr(runner, "check_deps"):
+        return caller(runner, deps)
+    made: list[Callable[[RunTool], ToolOutcome]] = []
+
+    def call(command: RunTool) -> ToolOutcome:
+        if not made:  # in a worker thread: two threads making it at once make the same
+            made.append(caller(runner, deps))
+        return made[0](command)
+
+    return call
 
 
 async def invoke(

@@ -63,11 +63,12 @@ from ._tasks import (
     approval,
     cancelled,
     event_loop_clock,
+    lazy_caller,
     model_caller,
     own_cancel,
     tool,
 )
-from ._toolbox import as_runner, caller
+from ._toolbox import as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 Work = Callable[[], Awaitable[Observation]]
@@ -120,7 +121,7 @@ async def run(
     """
     check_model(model, can_await=True)
     runner = as_runner(tools)
-    run_call = caller(runner, deps)
+    run_call = lazy_caller(runner, deps)
     with opened(journal, loop) as journaled:
         session = Session(
             spec,
