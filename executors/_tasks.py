@@ -49,8 +49,9 @@ from ._toolbox import Toolbox, caller
 
 class Tasks:
     """A run's tasks, in the running event loop's own task group (asyncio's `TaskGroup`, a trio
-    nursery) and with its own events: anyio's group, cancel scopes and events cost a task
-    several times what the event loop's do, and a run under load starts one a tool call."""
+    nursery) and with its own events: anyio's group and events cost a task several times what
+    the event loop's do, and a run under load starts one a tool call. Leaving the group on an
+    error or a cancel, cancel every task's scope first (`start`), as anyio's group would."""
 
     __slots__ = ("_group", "_started", "event", "trio")
 
@@ -74,15 +75,18 @@ class Tasks:
         return cast("bool | None", await self._group.__aexit__(*exc_info))
 
     def start(self, fn: Callable[..., Awaitable[object]], *args: Any) -> Callable[[], object]:
-        """Start `fn(*args)` as a task: what cancels it is returned."""
-        started = self._started
-        if not self.trio:
-            return cast(asyncio.TaskGroup, started).create_task(fn(*args)).cancel
-        import trio
+        """Start `fn(*args)` as a task in a cancel scope of its own, and return what cancels
+        it: a cancel that holds (anyio's, trio's), not asyncio's one-shot `Task.cancel`, so
+        work that catches it and awaits more is cancelled again."""
+        if self.trio:
+            import trio
 
-        scope = trio.CancelScope()
-        started.start_soon(_scoped, scope, fn, args)
-        return scope.cancel
+            scope: Any = trio.CancelScope()
+            self._started.start_soon(_scoped, scope, fn, args)
+        else:
+            scope = anyio.CancelScope()
+            self._started.create_task(_scoped(scope, fn, args))
+        return cast("Callable[[], object]", scope.cancel)
 
 
 async def _scoped(scope: Any, fn: Callable[..., Awaitable[object]], args: tuple[Any, ...]) -> None:

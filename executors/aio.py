@@ -138,6 +138,10 @@ async def run(
         return await _Driver(session, model, runner, run_call, approve, tool_timeout, deps).drive()
 
 
+def _nothing() -> None:
+    pass
+
+
 class _Driver:
     """One run's bookkeeping: the tasks in flight, keyed by command id, and what came back."""
 
@@ -292,22 +296,23 @@ class _Driver:
         tasks, launch = self.tasks, self.launch
         try:
             async with self.group as group:
-                stop_alarm: Callable[[], object] | None = None
-                self.step(None)
-                if self.session.finish is None and launch:
-                    stop_alarm = group.start(self.alarm)
-                while self.session.finish is None:
-                    self.inline_scope = scope = anyio.CancelScope()
-                    done = False
-                    with scope:
-                        done = await self.serve(group)
-                    self.inline_key = None
-                    if done:
-                        break
-                if stop_alarm is not None:
+                stop_alarm: Callable[[], object] = _nothing
+                try:
+                    self.step(None)
+                    if self.session.finish is None and launch:
+                        stop_alarm = group.start(self.alarm)
+                    while self.session.finish is None:
+                        self.inline_scope = scope = anyio.CancelScope()
+                        done = False
+                        with scope:
+                            done = await self.serve(group)
+                        self.inline_key = None
+                        if done:
+                            break
+                finally:  # the loop gave up on all of it, unless the run was called off
                     stop_alarm()
-                for cancel in tasks.values():  # the loop gave up on all of it, unless called off
-                    cancel()
+                    for cancel in tasks.values():
+                        cancel()
         except BaseException as exc:
             if self.session.finish is not None or not cancelled(exc):
                 raise
