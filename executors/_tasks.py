@@ -181,7 +181,7 @@ def model_caller(
     on_delta = session.on_delta
     can_await = has_method(model, "acomplete") or isinstance(model, AsyncModelClient)
     if can_await and getattr(model, "is_async", True):
-        method: Callable[..., Any] = model.acomplete
+        method: Callable[..., Any] = cast(AsyncModelClient, model).acomplete
         if on_delta is not None and takes(method, "on_delta"):
             return lambda c: method(c.request, on_delta=on_delta)
         return lambda c: method(c.request)
