@@ -243,6 +243,9 @@ def _curve(sizes: list[int], repeats: int) -> list[Row]:
     """CPU µs a run against how many run at once, for the sync executor, bare asyncio and trio,
     and `aio` on each (the graph's data)."""
     found: list[Row] = []
+    warm = [_Shape(i) for i in range(50)]
+    for backend in ("asyncio", "trio"):  # the first round of each pays for its imports
+        _round(backend, _bare(backend), warm), _round(backend, _executor(backend, None), warm)
     for n in sizes:
         shapes = [_Shape(i) for i in range(n)]
         per_run: dict[str, list[float]] = {}
