@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import functools
 import math
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -288,11 +287,19 @@ class _Driver:
                 self.inbox.wake()
 
     async def drive(self) -> Run:
-        """Carry out the loop's commands until it finishes or only approvals are left."""
-        if "trio" in sys.modules:  # a Ctrl-C must not land halfway through a step
-            import trio
+        """Carry out the loop's commands until it finishes or only approvals are left; under
+        trio, a Ctrl-C never lands halfway through a step."""
+        if not self.group.trio:
+            return await self.driven()
+        import trio
 
-            self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
+        self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
+        try:
+            return await self.driven()
+        finally:  # a bound method kept on its own instance is a cycle: the run's whole state
+            del self.step  # would wait for the garbage collector, which costs a run under load
+
+    async def driven(self) -> Run:
         tasks, launch = self.tasks, self.launch
         try:
             async with self.group as group:
