@@ -169,7 +169,7 @@ class _Driver:
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
         self.rearm: Any = None  # an event set to make the alarm read the deadline again
         self.inline_key: str | None = None  # the work this task awaits itself, if any
-        self.inline_scope: anyio.CancelScope  # ...and the scope `drive` awaits it in
+        self.inline_scope: anyio.CancelScope  # ...and the scope `driven` awaits it in
         self.complete = model_caller(model, session)
 
     async def model_call(self, command: CallModel) -> Observation:
@@ -300,6 +300,8 @@ class _Driver:
             del self.step  # would wait for the garbage collector, which costs a run under load
 
     async def driven(self) -> Run:
+        """`drive`: the run's tasks in one group, the work handed out alone awaited in a cancel
+        scope that lasts until the alarm cancels stale work in it."""
         tasks, launch = self.tasks, self.launch
         try:
             async with self.group as group:
