@@ -11,7 +11,19 @@ import platform
 import sys
 from datetime import date
 
-from . import aio, caching, core, executors, journal, longrun, peers, providers, temporal, tracing
+from . import (
+    aio,
+    caching,
+    core,
+    executors,
+    journal,
+    load,
+    longrun,
+    peers,
+    providers,
+    temporal,
+    tracing,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sizes, times = ([10, 50], 1) if args.quick else ([10, 100, 1000], 9)
     rows = core.rows(sizes, times) + providers.rows(sizes, times) + executors.rows(sizes, times)
-    rows += aio.rows(sizes, times)
+    rows += aio.rows(sizes, times) + load.rows(sizes, times)
     rows += journal.rows(sizes, times)
     rows += tracing.rows(sizes, times)
     rows += caching.rows(sizes, times)

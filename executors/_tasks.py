@@ -1,15 +1,18 @@
-"""The anyio side of the async executor: its inbox, its clock, how it tells a cancel of the
-run from a call's own failure, and how it calls a model or a tool (awaited, or in a thread)."""
+"""The event loop side of the async executor: its tasks and inbox (on the running loop's own
+primitives), its clock, how it tells a cancel of the run from a call's own failure, and how it
+calls a model or a tool (awaited, or in a thread)."""
 
 from __future__ import annotations
 
 __all__ = [
     "Inbox",
+    "Tasks",
     "approval",
     "cancelled",
     "event_loop_clock",
     "invoke",
     "is_async",
+    "lazy_caller",
     "model_caller",
     "own_cancel",
     "tool",
@@ -37,23 +40,81 @@ from turnstile.core import (
     ToolReturned,
 )
 
-from ._effects import answer, returned
+from ._effects import answer, has_method, returned
 from ._invoke import ainvoke, failure
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
 from ._session import Session
-from ._toolbox import Toolbox
+from ._toolbox import Toolbox, caller
+
+
+class Tasks:
+    """A run's tasks, in the running event loop's own task group (asyncio's `TaskGroup`, a trio
+    nursery) and with its own events: anyio's group and events cost a task several times what
+    the event loop's do, and a run under load starts one a tool call. Leaving the group on an
+    error or a cancel, cancel every task's scope first (`start`), as anyio's group would."""
+
+    __slots__ = ("_group", "_started", "event", "trio")
+
+    def __init__(self) -> None:
+        self._group: Any
+        self.event: Callable[[], Any]
+        self.trio = _on_trio()
+        if self.trio:
+            import trio
+
+            self._group, self.event = trio.open_nursery(), trio.Event
+        else:
+            self._group, self.event = asyncio.TaskGroup(), asyncio.Event
+        self._started: Any = None
+
+    async def __aenter__(self) -> Tasks:
+        self._started = await self._group.__aenter__()  # the TaskGroup, or the nursery
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return cast("bool | None", await self._group.__aexit__(*exc_info))
+
+    def start(self, fn: Callable[..., Awaitable[object]], *args: Any) -> Callable[[], object]:
+        """Start `fn(*args)` as a task in a cancel scope of its own, and return what cancels
+        it: a cancel that holds (anyio's, trio's), not asyncio's one-shot `Task.cancel`, so
+        work that catches it and awaits more is cancelled again."""
+        if self.trio:
+            import trio
+
+            scope: Any = trio.CancelScope()
+            self._started.start_soon(_scoped, scope, fn, args)
+        else:
+            scope = anyio.CancelScope()
+            self._started.create_task(_scoped(scope, fn, args))
+        return cast("Callable[[], object]", scope.cancel)
+
+
+async def _scoped(scope: Any, fn: Callable[..., Awaitable[object]], args: tuple[Any, ...]) -> None:
+    with scope:
+        await fn(*args)
+
+
+def _on_trio() -> bool:
+    """Whether the running event loop is trio's (anyio runs on asyncio or trio)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
 
 
 class Inbox:
-    """The observations of finished tasks, each keyed by its command's id, in arrival order."""
+    """The observations of finished tasks, each keyed by its command's id, in arrival order;
+    `event` makes the event loop's own events."""
 
-    __slots__ = ("_items", "_ready")
+    __slots__ = ("_event", "_items", "_ready")
 
-    def __init__(self) -> None:
-        self._items: deque[tuple[str, Observation]] = deque()
-        self._ready: anyio.Event | None = None
+    def __init__(self, event: Callable[[], Any]) -> None:
+        self._items: deque[tuple[str, Observation | None]] = deque()
+        self._ready: Any = None
+        self._event = event
 
-    def put(self, key: str, obs: Observation) -> None:
+    def put(self, key: str, obs: Observation | None) -> None:
         self._items.append((key, obs))
         self.wake()
 
@@ -61,10 +122,11 @@ class Inbox:
         if self._ready is not None:
             self._ready.set()
 
-    async def get(self) -> tuple[str, Observation] | None:
-        """The next observation; None if woken without one (the alarm stepped the loop)."""
+    async def get(self) -> tuple[str, Observation | None] | None:
+        """The next observation (None for work that raised a cancel of its own); None if woken
+        without one (the alarm stepped the loop)."""
         if not self._items:
-            self._ready = ready = anyio.Event()
+            self._ready = ready = self._event()
             await ready.wait()
             self._ready = None
             if not self._items:
@@ -75,12 +137,11 @@ class Inbox:
 def event_loop_clock() -> Callable[[], float]:
     """The running event loop's own clock, the one anyio's deadlines use (`anyio.current_time`
     finds it again at every call)."""
-    try:
+    if not _on_trio():
         return asyncio.get_running_loop().time
-    except RuntimeError:  # not asyncio: trio
-        import trio
+    import trio
 
-        return trio.current_time
+    return trio.current_time
 
 
 def is_async(fn: Callable[..., object]) -> bool:
@@ -118,8 +179,9 @@ def model_caller(
     caller's `on_update` for its deltas if it takes them. A thread that was abandoned (the
     run cancelled, the deadline passed) goes on: its deltas, stale, are no longer shown."""
     on_delta = session.on_delta
-    if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
-        method: Callable[..., Any] = model.acomplete
+    can_await = has_method(model, "acomplete") or isinstance(model, AsyncModelClient)
+    if can_await and getattr(model, "is_async", True):
+        method: Callable[..., Any] = cast(AsyncModelClient, model).acomplete
         if on_delta is not None and takes(method, "on_delta"):
             return lambda c: method(c.request, on_delta=on_delta)
         return lambda c: method(c.request)
@@ -137,6 +199,22 @@ def model_caller(
 
         return streamed
     return lambda c: anyio.to_thread.run_sync(sync, c.request, abandon_on_cancel=True)
+
+
+def lazy_caller(runner: ToolRunner, deps: Any) -> Callable[[RunTool], ToolOutcome]:
+    """`caller(runner, deps)`, made when a call first needs it (a sync tool, a runner's call):
+    a run of async tools never does, and asking what a runner's `run` takes costs a run more
+    than the rest of its start. A runner that checks its deps is still asked at once."""
+    if deps is not None and hasattr(runner, "check_deps"):
+        return caller(runner, deps)
+    made: list[Callable[[RunTool], ToolOutcome]] = []
+
+    def call(command: RunTool) -> ToolOutcome:
+        if not made:  # in a worker thread: two threads making it at once make the same
+            made.append(caller(runner, deps))
+        return made[0](command)
+
+    return call
 
 
 async def invoke(

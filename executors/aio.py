@@ -18,10 +18,10 @@ from __future__ import annotations
 
 __all__ = ["Updates", "run", "updates"]
 
+import asyncio
 import contextlib
 import functools
 import math
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -57,8 +57,18 @@ from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run
 from ._session import Session
 from ._stream import Updates, streamed
-from ._tasks import Inbox, approval, cancelled, event_loop_clock, model_caller, own_cancel, tool
-from ._toolbox import as_runner, caller
+from ._tasks import (
+    Inbox,
+    Tasks,
+    approval,
+    cancelled,
+    event_loop_clock,
+    lazy_caller,
+    model_caller,
+    own_cancel,
+    tool,
+)
+from ._toolbox import Toolbox, as_runner
 
 Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 Work = Callable[[], Awaitable[Observation]]
@@ -110,8 +120,9 @@ async def run(
     `ModelClient`. A model string builds an async client.
     """
     spec, model, tools = unpacked(spec, model, tools, is_async=True)
-    runner = as_runner(tools)
-    run_call = caller(runner, deps)
+    # a list of tools is no runner: not asking the runtime protocol saves a run 12 µs
+    runner = Toolbox(tools) if type(tools) is list else as_runner(tools)
+    run_call = lazy_caller(runner, deps)
     with opened(journal, loop) as journaled:
         session = Session(
             spec,
@@ -125,6 +136,10 @@ async def run(
             on_step=on_step,
         )
         return await _Driver(session, model, runner, run_call, approve, tool_timeout, deps).drive()
+
+
+def _nothing() -> None:
+    pass
 
 
 class _Driver:
@@ -149,12 +164,13 @@ class _Driver:
         self.deps = deps
         tools = session.loop.spec.tools
         self.timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in tools}
-        self.inbox = Inbox()
-        self.tasks: dict[str, anyio.CancelScope] = {}  # the work in flight, by command id
+        self.group = Tasks()
+        self.inbox = Inbox(self.group.event)
+        self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
-        self.rearm: anyio.Event | None = None  # set to make the alarm read the deadline again
+        self.rearm: Any = None  # an event set to make the alarm read the deadline again
         self.inline_key: str | None = None  # the work this task awaits itself, if any
-        self.inline_scope = anyio.CancelScope()  # ...and its scope
+        self.inline_scope: anyio.CancelScope  # ...and the scope `driven` awaits it in
         self.complete = model_caller(model, session)
 
     async def model_call(self, command: CallModel) -> Observation:
@@ -170,26 +186,52 @@ class _Driver:
             raise
         return ModelReplied(command.id, response, now=now())
 
-    async def inline(self) -> None:
-        """Await the work handed out alone, and what follows it alone, in this task: one cancel
-        scope for the lot, cancelled only if the alarm's `Tick` makes the work under way
-        stale (then the loop has moved on without its result)."""
-        launch, step = self.launch, self.step
-        self.inline_scope = scope = anyio.CancelScope()
-        with scope:
-            while self.session.finish is None and len(launch) == 1 and not self.tasks:
+    async def serve(self, group: Tasks) -> bool:
+        """Carry out what the loop hands out until it finishes; True if there is nothing left
+        to wait for but approvals, or the run was called off. Work handed out alone, with
+        nothing else in flight (a model call, a lone tool call), is awaited here, not in a task
+        of its own: the common turn costs no task. The caller's cancel scope around this is
+        cancelled only if the alarm's `Tick` makes such work stale (the loop has moved on
+        without its result): then it is called again, in a new scope."""
+        tasks, inbox, launch, session, step = (
+            self.tasks,
+            self.inbox,
+            self.launch,
+            self.session,
+            self.step,
+        )
+        while session.finish is None:
+            if len(launch) == 1 and not tasks:
                 key, work = launch.pop()
                 self.inline_key = key
                 obs = await work()
                 if self.inline_key != key:
-                    break  # the alarm gave up on it as it came back
+                    return False  # the alarm gave up on it as it came back
                 self.inline_key = None
                 step(obs)
-        self.inline_key = None
+                continue
+            for key, work in launch:
+                tasks[key] = group.start(self.task, key, work)
+            launch.clear()
+            if not tasks:
+                return True
+            got = await inbox.get()
+            if got is not None and got[0] in tasks:
+                if got[1] is None:
+                    return True
+                del tasks[got[0]]
+                step(got[1])
+        return False
 
-    async def task(self, key: str, scope: anyio.CancelScope, work: Work) -> None:
-        with scope:
-            self.inbox.put(key, await work())
+    async def task(self, key: str, work: Work) -> None:
+        try:
+            obs = await work()
+        except asyncio.CancelledError as e:
+            if self.group.trio or not own_cancel(e):
+                raise
+            self.inbox.put(key, None)  # its own cancel (an approver's): the run is called off
+            return
+        self.inbox.put(key, obs)
 
     def step(self, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or begin) and queue what it decides in `launch`: calls are
@@ -222,7 +264,7 @@ class _Driver:
         if not tasks and inline is None:
             return
         for key in self.session.stale(tasks):
-            tasks.pop(key).cancel()
+            tasks.pop(key)()
         if inline is not None and self.session.stale([inline]):
             self.inline_key = None
             self.inline_scope.cancel()
@@ -234,7 +276,7 @@ class _Driver:
         session = self.session
         while True:
             wait = session.alarm(1e-6)
-            self.rearm = rearm = anyio.Event()
+            self.rearm = rearm = self.group.event()
             if wait is None:
                 await rearm.wait()
                 continue
@@ -246,39 +288,46 @@ class _Driver:
                 self.inbox.wake()
 
     async def drive(self) -> Run:
-        """Carry out the loop's commands until it finishes or only approvals are left. Work
-        handed out alone, with nothing else in flight (a model call, a lone tool call), is
-        awaited here, not in a task of its own: the common turn costs no task."""
-        if "trio" in sys.modules:  # a Ctrl-C must not land halfway through a step
-            import trio
+        """Carry out the loop's commands until it finishes or only approvals are left; under
+        trio, a Ctrl-C never lands halfway through a step."""
+        if not self.group.trio:
+            return await self.driven()
+        import trio
 
-            self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
-        tasks, inbox, launch = self.tasks, self.inbox, self.launch
+        self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
         try:
-            async with anyio.create_task_group() as group:
-                self.step(None)
-                if self.session.finish is None and launch:
-                    group.start_soon(self.alarm)
-                while self.session.finish is None:
-                    if len(launch) == 1 and not tasks:
-                        await self.inline()
-                        continue
-                    for key, work in launch:
-                        tasks[key] = scope = anyio.CancelScope()
-                        group.start_soon(self.task, key, scope, work)
-                    launch.clear()
-                    if not tasks:
-                        break
-                    got = await inbox.get()
-                    if got is not None and tasks.pop(got[0], None) is not None:
-                        self.step(got[1])
-                group.cancel_scope.cancel()
+            return await self.driven()
+        finally:  # a bound method kept on its own instance is a cycle: the run's whole state
+            del self.step  # would wait for the garbage collector, which costs a run under load
+
+    async def driven(self) -> Run:
+        """`drive`: the run's tasks in one group, the work handed out alone awaited in a cancel
+        scope that lasts until the alarm cancels stale work in it."""
+        tasks, launch = self.tasks, self.launch
+        try:
+            async with self.group as group:
+                stop_alarm: Callable[[], object] = _nothing
+                try:
+                    self.step(None)
+                    if self.session.finish is None and launch:
+                        stop_alarm = group.start(self.alarm)
+                    while self.session.finish is None:
+                        self.inline_scope = scope = anyio.CancelScope()
+                        done = False
+                        with scope:
+                            done = await self.serve(group)
+                        self.inline_key = None
+                        if done:
+                            break
+                finally:  # the loop gave up on all of it, unless the run was called off
+                    stop_alarm()
+                    for cancel in tasks.values():
+                        cancel()
         except BaseException as exc:
             if self.session.finish is not None or not cancelled(exc):
                 raise
             self.step(Cancelled("the run was cancelled", now=self.now()))
-        # a task raised its backend's cancel (an approver's own asyncio.CancelledError): the
-        # group cancelled itself and left without a word
+        # a task raised asyncio's cancel of its own (an approver's): the run is called off
         if self.session.finish is None and tasks:
             self.step(Cancelled("the run was cancelled", now=self.now()))
         return self.session.run()
