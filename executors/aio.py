@@ -18,60 +18,40 @@ from __future__ import annotations
 
 __all__ = ["Updates", "run", "updates"]
 
-import asyncio
 import contextlib
-import functools
-import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from turnstile.core import (
-    AwaitApproval,
-    CallModel,
-    Cancelled,
     Command,
     Event,
     Loop,
     LoopSpec,
-    ModelReplied,
     Observation,
-    RunTool,
     Tool,
-    ToolOutcome,
 )
 from turnstile.core.messages import Message
 
 try:
-    import anyio
-    import anyio.from_thread
-    import anyio.to_thread
+    import anyio  # noqa: F401  # what the driver runs on: without it, say which extra installs it
 except ModuleNotFoundError as error:
     from turnstile.providers.extras import missing_extra
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
 from ._agent import Agent, unpacked
-from ._effects import JournalArg, model_failed, opened
+from ._driver import Approver, Driver
+from ._effects import JournalArg, opened
 from ._events import Update
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run
 from ._session import Session
 from ._stream import Updates, streamed
 from ._tasks import (
-    Inbox,
-    Tasks,
-    approval,
-    cancelled,
     event_loop_clock,
     lazy_caller,
-    model_caller,
-    own_cancel,
-    tool,
 )
 from ._toolbox import Toolbox, as_runner
-
-Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
-Work = Callable[[], Awaitable[Observation]]
 
 
 def updates(
@@ -135,199 +115,4 @@ async def run(
             on_update=on_update,
             on_step=on_step,
         )
-        return await _Driver(session, model, runner, run_call, approve, tool_timeout, deps).drive()
-
-
-def _nothing() -> None:
-    pass
-
-
-class _Driver:
-    """One run's bookkeeping: the tasks in flight, keyed by command id, and what came back."""
-
-    def __init__(
-        self,
-        session: Session,
-        model: AsyncModelClient | ModelClient,
-        runner: ToolRunner,
-        run_call: Callable[[RunTool], ToolOutcome],
-        approve: Approver | None,
-        tool_timeout: float | None,
-        deps: Any,
-    ) -> None:
-        self.session = session
-        self.now = session.now
-        self.runner = runner
-        self.run_call = run_call
-        self.approve = approve
-        self.tool_timeout = tool_timeout
-        self.deps = deps
-        tools = session.loop.spec.tools
-        self.timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in tools}
-        self.group = Tasks()
-        self.inbox = Inbox(self.group.event)
-        self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
-        self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
-        self.rearm: Any = None  # an event set to make the alarm read the deadline again
-        self.inline_key: str | None = None  # the work this task awaits itself, if any
-        self.inline_scope: anyio.CancelScope  # ...and the scope `driven` awaits it in
-        self.complete = model_caller(model, session)
-
-    async def model_call(self, command: CallModel) -> Observation:
-        now = self.now
-        if (wait := self.session.wait(command)) > 0:  # on the clock that stamps observations
-            await anyio.sleep(wait)
-        self.session.calling(command)
-        try:
-            response = await self.complete(command)
-        except BaseException as e:
-            if isinstance(e, Exception) or own_cancel(e):
-                return model_failed(command.id, e, now())
-            raise
-        return ModelReplied(command.id, response, now=now())
-
-    async def serve(self, group: Tasks) -> bool:
-        """Carry out what the loop hands out until it finishes; True if there is nothing left
-        to wait for but approvals, or the run was called off. Work handed out alone, with
-        nothing else in flight (a model call, a lone tool call), is awaited here, not in a task
-        of its own: the common turn costs no task. The caller's cancel scope around this is
-        cancelled only if the alarm's `Tick` makes such work stale (the loop has moved on
-        without its result): then it is called again, in a new scope."""
-        tasks, inbox, launch, session, step = (
-            self.tasks,
-            self.inbox,
-            self.launch,
-            self.session,
-            self.step,
-        )
-        while session.finish is None:
-            if len(launch) == 1 and not tasks:
-                key, work = launch.pop()
-                self.inline_key = key
-                obs = await work()
-                if self.inline_key != key:
-                    return False  # the alarm gave up on it as it came back
-                self.inline_key = None
-                step(obs)
-                continue
-            for key, work in launch:
-                tasks[key] = group.start(self.task, key, work)
-            launch.clear()
-            if not tasks:
-                return True
-            got = await inbox.get()
-            if got is not None and got[0] in tasks:
-                if got[1] is None:
-                    return True
-                del tasks[got[0]]
-                step(got[1])
-        return False
-
-    async def task(self, key: str, work: Work) -> None:
-        try:
-            obs = await work()
-        except asyncio.CancelledError as e:
-            if self.group.trio or not own_cancel(e):
-                raise
-            self.inbox.put(key, None)  # its own cancel (an approver's): the run is called off
-            return
-        self.inbox.put(key, obs)
-
-    def step(self, obs: Observation | None) -> None:
-        """Hand `obs` to the loop (or begin) and queue what it decides in `launch`: calls are
-        journaled as started, and everything made durable, before any of it runs."""
-        session = self.session
-        commands = session.start() if obs is None else session.send(obs)
-        for handed in session.hand_out(commands, self.approve is not None):
-            self.launch.append((handed.id, self.work(handed)))
-        self.abandon_stale()
-        if self.rearm is not None and session.alarm_moved():
-            self.rearm.set()
-
-    def work(self, command: CallModel | RunTool | AwaitApproval) -> Work:
-        """What carrying out `command` takes, not yet begun."""
-        match command:
-            case CallModel():
-                return functools.partial(self.model_call, command)
-            case RunTool(name=name):
-                limit = self.timeouts.get(name, self.tool_timeout or math.inf)
-                return functools.partial(
-                    tool, command, limit, self.runner, self.run_call, self.deps, self.now
-                )
-        assert self.approve is not None
-        return functools.partial(approval, self.approve, command, self.now)
-
-    def abandon_stale(self) -> None:
-        """Cancel work whose result the loop no longer waits for (it finished, or a guard gave
-        up on a running round)."""
-        tasks, inline = self.tasks, self.inline_key
-        if not tasks and inline is None:
-            return
-        for key in self.session.stale(tasks):
-            tasks.pop(key)()
-        if inline is not None and self.session.stale([inline]):
-            self.inline_key = None
-            self.inline_scope.cancel()
-
-    async def alarm(self) -> None:
-        """Wake the loop when its deadline is due, even while every task is still busy. The
-        deadline moves as the run goes (time spent waiting only for a person does not count),
-        so `step` re-arms this when it does; the session says when a `Tick` goes out."""
-        session = self.session
-        while True:
-            wait = session.alarm(1e-6)
-            self.rearm = rearm = self.group.event()
-            if wait is None:
-                await rearm.wait()
-                continue
-            with anyio.CancelScope(deadline=anyio.current_time() + wait):
-                await rearm.wait()
-                continue
-            if (tick := session.tick()) is not None:
-                self.step(tick)
-                self.inbox.wake()
-
-    async def drive(self) -> Run:
-        """Carry out the loop's commands until it finishes or only approvals are left; under
-        trio, a Ctrl-C never lands halfway through a step."""
-        if not self.group.trio:
-            return await self.driven()
-        import trio
-
-        self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
-        try:
-            return await self.driven()
-        finally:  # a bound method kept on its own instance is a cycle: the run's whole state
-            del self.step  # would wait for the garbage collector, which costs a run under load
-
-    async def driven(self) -> Run:
-        """`drive`: the run's tasks in one group, the work handed out alone awaited in a cancel
-        scope that lasts until the alarm cancels stale work in it."""
-        tasks, launch = self.tasks, self.launch
-        try:
-            async with self.group as group:
-                stop_alarm: Callable[[], object] = _nothing
-                try:
-                    self.step(None)
-                    if self.session.finish is None and launch:
-                        stop_alarm = group.start(self.alarm)
-                    while self.session.finish is None:
-                        self.inline_scope = scope = anyio.CancelScope()
-                        done = False
-                        with scope:
-                            done = await self.serve(group)
-                        self.inline_key = None
-                        if done:
-                            break
-                finally:  # the loop gave up on all of it, unless the run was called off
-                    stop_alarm()
-                    for cancel in tasks.values():
-                        cancel()
-        except BaseException as exc:
-            if self.session.finish is not None or not cancelled(exc):
-                raise
-            self.step(Cancelled("the run was cancelled", now=self.now()))
-        # a task raised asyncio's cancel of its own (an approver's): the run is called off
-        if self.session.finish is None and tasks:
-            self.step(Cancelled("the run was cancelled", now=self.now()))
-        return self.session.run()
+        return await Driver(session, model, runner, run_call, approve, tool_timeout, deps).drive()
