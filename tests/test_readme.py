@@ -88,3 +88,16 @@ def test_every_link_into_the_docs_lands_on_a_page() -> None:
     for link in links:
         page = ROOT / "docs" / (link.rstrip("/") or "index")
         assert page.with_suffix(".md").exists() or (page / "index.md").exists(), link
+
+
+def test_the_license_the_package_declares_is_the_one_it_ships() -> None:
+    import importlib.metadata
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT"
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "turnstile maintainers" in text
+    assert "LICENSE" in (importlib.metadata.metadata("turnstile").get_all("License-File") or [])
+    assert project["urls"]["Documentation"] == "https://turnstile-dev.github.io/turnstile/"
+    assert project["urls"]["Documentation"] in README
