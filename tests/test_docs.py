@@ -115,6 +115,8 @@ def replayed(trace_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     import anthropic
     import openai
 
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):  # a key is read before a client is made
+        monkeypatch.setenv(name, "not-a-key")
     for module, names, url in (
         (openai, ("OpenAI", "AsyncOpenAI"), "https://replay.invalid/v1"),
         (anthropic, ("Anthropic", "AsyncAnthropic"), "https://replay.invalid"),
@@ -354,3 +356,31 @@ def test_the_api_reference_documents_every_public_module() -> None:
     pages = "".join(page.read_text() for page in (ROOT / "docs/reference/api").glob("*.md"))
     documented = set(re.findall(r"^::: ([\w.]+)$", pages, re.M))
     assert documented == set(EXPORTS)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "docs/traces").glob("*.json")), ids=lambda p: p.name
+)
+def test_the_docs_traces_are_hand_written_in_the_sdk_s_own_types(path: Path) -> None:
+    """The pages' traces were written by hand, modelled on the API: every response is one the
+    official SDK's own types accept."""
+    import json
+
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.shared import ErrorObject
+    from turnstile.providers.replay import load_trace
+
+    trace = load_trace(path)
+    assert trace.provider == "openai-chat" and trace.hand_written
+    assert trace.description and trace.covers and trace.exchanges
+    for exchange in trace.exchanges:
+        response = exchange.response
+        if response.status != 200:
+            ErrorObject.model_validate(response.body["error"])
+        elif response.sse is None:
+            ChatCompletion.model_validate(response.body)
+        else:
+            events = [e for e in response.sse.split("\n\n") if e]
+            assert events[-1] == "data: [DONE]"
+            for event in events[:-1]:
+                ChatCompletionChunk.model_validate(json.loads(event.removeprefix("data: ")))
