@@ -249,6 +249,19 @@ def test_every_shell_block_is_a_recipe_a_test_runs() -> None:
     assert recipes == {"crash-and-resume", "temporal-takeover", "cli-tour"}
 
 
+def test_every_block_is_run_or_checked() -> None:
+    """Python blocks run (above), shell recipes run (below), the diagram is compared with the
+    code; the README's set-up block is what CI runs; `text` blocks are a command's output."""
+    kinds: dict[str, list[str]] = {}
+    for path in PAGES:
+        for block in blocks(path):
+            kinds.setdefault(block.lang, []).append(block.page)
+    assert set(kinds) <= {"python", "sh", "mermaid", "text", ""}
+    assert kinds[""] == ["README.md"]  # the set-up commands: .ci/run runs them as written
+    assert kinds["mermaid"] == ["docs/explanation/state-machine.md"]
+    assert kinds["text"] == ["docs/reference/benchmarks.md"]  # `python -m bench`'s output
+
+
 def recipe(name: str) -> str:
     for path in PAGES:
         for block in blocks(path):
