@@ -166,6 +166,9 @@ def run_python(block: Block) -> tuple[dict[str, object], str]:
     namespace: dict[str, object] = {"__name__": "__main__"}
     out = io.StringIO()
     with contextlib.ExitStack() as stack:
+        keyless = stack.enter_context(pytest.MonkeyPatch.context())
+        for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):  # no block reaches a real API
+            keyless.delenv(name, raising=False)
         if block.opts.get("needs") == "temporal":
             from turnstile.executors.temporal import temporal_binary
 
