@@ -48,6 +48,8 @@ __all__ = [
     "tool",
 ]
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from . import conditions as conditions
 from . import diagram as diagram
 from . import messages as messages
@@ -90,3 +92,17 @@ from ._tools import ToolContext as ToolContext
 from ._tools import ToolOutcome as ToolOutcome
 from ._tools import ToolSpec as ToolSpec
 from ._tools import tool as tool
+
+if _TYPE_CHECKING:
+    __version__: str
+else:
+
+    def __getattr__(name: str) -> str:
+        """`__version__`: the installed distribution's version, read from its metadata when
+        asked (importing the core reads no file). Hidden from type checkers, which would
+        otherwise take any misspelt name for a string."""
+        if name == "__version__":
+            from importlib.metadata import version
+
+            return version("turnstile")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

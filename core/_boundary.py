@@ -39,7 +39,7 @@ from ._observations import (
 )
 from ._tools import ToolSpec
 
-_encode = msgspec.json.Encoder().encode
+_ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[type, Callable[[bytes], Observation]] = {
     kind: msgspec.json.Decoder(kind).decode
     for kind in (
@@ -121,11 +121,21 @@ def _plain(obs: ToolReturned) -> bool:
 
 
 def _copied(obs: Observation) -> Observation:
-    decode = _DECODERS[type(obs)]
+    try:
+        data = _ENCODER.encode(obs)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return _deep_copied(obs)  # (what is wrong with it, the careful way says)
+    if data.count(b"[") + data.count(b"{") > ARGUMENTS_DEPTH:  # it may nest too deep
+        return _deep_copied(obs)
+    return _read_back(obs, data)  # nothing in it can nest too deep
+
+
+def _deep_copied(obs: Observation) -> Observation:
+    """`_copied` for an observation that may nest too deep, or cannot be written down."""
     if type(obs) is ModelReplied:
         obs = _too_deep_as_text(obs)
     try:
-        data = _encode(obs)
+        data = _ENCODER.encode(obs)
     except UnicodeEncodeError:
         return _rebuilt(obs, msgspec.to_builtins(obs))
     except (TypeError, ValueError, OverflowError) as e:
@@ -134,15 +144,21 @@ def _copied(obs: Observation) -> Observation:
         raise InvalidObservation(_TOO_DEEP) from None
     if nests_deeper(data, VALUE_DEPTH):
         raise InvalidObservation(_TOO_DEEP)
+    return _read_back(obs, data)
+
+
+def _read_back(obs: Observation, data: bytes) -> Observation:
+    """`obs` read back from its JSON `data`, as the state will hold it."""
+    decode = _DECODERS[type(obs)]
     try:
         copy: Observation = decode(data)
     except msgspec.ValidationError as e:
         raise _invalid(e) from None
     if copy == obs:
         return copy
-    data = msgspec.to_builtins(obs)
-    if next(_not_finite(data, ""), None) is not None:  # NaN and inf were written as null
-        return _rebuilt(obs, data)
+    plain = msgspec.to_builtins(obs)
+    if next(_not_finite(plain, ""), None) is not None:  # NaN and inf were written as null
+        return _rebuilt(obs, plain)
     path, got, wanted = _difference(obs, copy, "")  # a dict where a struct belongs, ...
     raise InvalidObservation(f"expected {wanted}, got {got}", path=path)
 

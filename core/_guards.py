@@ -1,8 +1,8 @@
 """The loop's guards: their limits as plain data in the spec, and each one's check.
 
 Each guard counts on its own (turns, time, context, cost, repeated calls, rounds without
-progress, rounds of failures). The checks read and update the loop's state, and never decide
-what the loop does next: the loop asks them, then looks its move up in the phase table.
+progress, rounds of failures). The checks only read the loop's state and return what they
+find (`_record` writes the counts): the loop asks them, then looks its move up in the table.
 """
 
 from __future__ import annotations
@@ -227,17 +227,6 @@ class Checks:
         paused = state.waited_s if waiting is None else state.waited_s + now - waiting
         return now - started - paused >= limit
 
-    def awaiting_human(self, state: LoopState, now: float) -> None:
-        """From `now` only a human can move the run on: that time is not the run's."""
-        if state.waiting_since is None:
-            state.waiting_since = now
-
-    def human_answered(self, state: LoopState, now: float) -> None:
-        """A human answered at `now`: the time they took is set aside."""
-        if state.waiting_since is not None:
-            state.waited_s += now - state.waiting_since
-            state.waiting_since = None
-
     def retry_wait(self, retries: int, retry_after: float | None, seed: str) -> float:
         """How long to wait before retry number `retries` (0 for the first): exponential, less a
         random half (the randomness drawn from `seed`, a failed call's id, so a replay waits the
@@ -265,21 +254,21 @@ class Checks:
             return StopReason.no_progress if _stalled(digests, k) else None
         return None
 
-    def repeated(self, counts: dict[str, int], call: ToolCall) -> str | None:
-        """Count `call` by name and arguments; once the same call reaches the limit, say so."""
+    def repeated(
+        self, counts: dict[str, int], counted: dict[str, int], call: ToolCall
+    ) -> str | None:
+        """Count `call` by name and arguments in `counted` (this reply's tally over `counts`,
+        the run's); once the same call reaches the limit, say so."""
         key = call.name + "\0" + canonical.encode(call.arguments).decode()
-        count = counts[key] = counts.get(key, 0) + 1
+        count = counted[key] = counted.get(key, counts.get(key, 0)) + 1
         if self.repeats is not None and count >= self.repeats:
             return f"{call.name} was already called {count - 1} times with these arguments"
         return None
 
-    def record_round(self, state: LoopState, digest: object, failed: bool) -> None:
-        """Count a finished round (`digest`: what its calls and results were) for the
-        failed-rounds and no-progress guards, keeping only the rounds they can still need."""
-        state.failed_rounds = state.failed_rounds + 1 if failed else 0
-        state.round_digests.append(str(crc32(canonical.encode(digest))))
-        if self.stall is not None and len(state.round_digests) > STALL_PERIODS * self.stall:
-            del state.round_digests[0]
+    def round_key(self, digest: object) -> str:
+        """What the no-progress guard keeps of a finished round (`digest`: what its calls and
+        results were)."""
+        return str(crc32(canonical.encode(digest)))
 
 
 def _stalled(digests: list[str], k: int) -> bool:

@@ -18,20 +18,8 @@ from ._errors import ProtocolError
 from ._guards import estimate_tokens as estimate_tokens  # core/__init__ reads it here
 from ._machine import DONE, FINALIZING, TABLE
 from ._messages import Message
-from ._observations import (
-    Approved,
-    Cancelled,
-    Denied,
-    Event,
-    ModelFailed,
-    ModelReplied,
-    Observation,
-    Resumed,
-    Started,
-    Tick,
-    ToolReturned,
-    ToolStarted,
-)
+from ._observations import Event, Observation, Started
+from ._record import record
 from ._spec import LoopSpec
 from ._state import CallStatus, LoopState, dump_state, load_state
 from ._step import Step
@@ -140,33 +128,14 @@ class Loop:
     def send(self, obs: Observation) -> list[Command]:
         """Hand the loop one observation; returns the commands it decides on."""
         st = self.state
-        moves = TABLE[st.phase].get(type(obs))
+        moves = TABLE[st.phase].get(type(obs))  # refuse what the phase does not take
         if moves is None:
             raise ProtocolError(f"cannot accept {obs!r} in phase {st.phase}")
         events = st.events  # (the last event's time, read inline: this runs twice a turn)
-        obs = checked(obs, events[-1].now if events else None)
+        obs = checked(obs, events[-1].now if events else None)  # check it at the boundary
         step = self._step
-        step.at(moves, obs.now)
-        match obs:  # most frequent first: a reply's calls each return
-            case ToolReturned():
-                return step.on_returned(obs)
-            case ModelReplied():
-                return step.on_replied(obs)
-            case ToolStarted():
-                return step.on_started(obs)
-            case ModelFailed():
-                return step.on_failed(obs)
-            case Approved():
-                return step.on_approved(obs)
-            case Denied():
-                return step.on_denied(obs)
-            case Tick():
-                return step.on_tick(obs)
-            case Cancelled():
-                return step.on_cancelled(obs)
-            case Resumed():
-                return step.on_resumed(obs)
-        raise ProtocolError(f"{type(obs).__name__} is recorded by start(), never sent")
+        reused = record(st, obs, self.spec, step.tools)  # write it down, or refuse it
+        return step.after(moves, type(obs), reused)  # decide, and apply the decision
 
     def _last_time(self) -> float | None:
         events = self.state.events

@@ -18,7 +18,6 @@ from ._decoding import VALUE_DEPTH, decoded
 from ._errors import InvalidSpec
 from ._messages import Message, ToolCall, ToolResult, UserMessage
 from ._request import OutputFormat, ToolChoice, UseTool
-from ._state import LoopState
 from ._tools import ToolSpec
 
 OUTPUT_TOOL = "final_answer"
@@ -154,15 +153,15 @@ def _not_a_number(word: str) -> Any:
 _ANSWERED = frozenset({StopReason.completed, StopReason.finish_tool})
 
 
-def answered(output: Output | None, call: ToolCall, st: LoopState) -> ToolResult:
+def answered(output: Output | None, call: ToolCall) -> ToolResult:
     """A finish tool's result: "finished", or, for an answer that fails `LoopSpec.output`,
-    what is wrong with it (counted in the state: past `max_output_retries` the run stops)."""
+    what is wrong with it as an error result (which the loop counts: past
+    `max_output_retries` the run stops)."""
     if call.name != OUTPUT_TOOL or output is None:
         return ToolResult(call.id, "finished")
     problem = output.check(call.arguments)[1]
     if problem is None:
         return ToolResult(call.id, "finished")
-    st.output_retries += 1
     return ToolResult(call.id, problem, is_error=True)
 
 

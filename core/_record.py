@@ -1,30 +1,261 @@
 """What an observation writes to the ledger before anything is decided: its event, the
-conversation it adds, and the counts it moves (usage, cost, the model call it answers)."""
+conversation it adds, the call it answers, and the counts it moves (usage, cost, the guards').
+
+`record` is the one way in for an observation: it matches it against what the state waits for
+(a `ProtocolError`, before anything is written, when it answers nothing) and writes it down.
+The other writers here are what a step writes between its decisions (a round opened or
+written, a compaction made) and what `Step.apply` writes on a decision (a round closed early).
+Nothing here decides.
+"""
 
 from __future__ import annotations
 
 __all__ = [
+    "answer_refused",
+    "close",
     "compaction_made",
-    "model_answered",
+    "record",
+    "round_counted",
+    "round_opened",
     "round_written",
     "run_started",
-    "summary_written",
 ]
 
 import sys
+from collections.abc import Mapping, Set
 from typing import Any
 
 import msgspec
 
 from ._compaction import compacted
 from ._cost import Price
-from ._guards import estimate_tokens, message_tokens, part_tokens
-from ._machine import DONE
-from ._messages import ToolCall, ToolResult, ToolResults, Usage
-from ._observations import Started
+from ._errors import ProtocolError
+from ._guards import STALL_PERIODS, Checks, estimate_tokens, message_tokens, part_tokens
+from ._machine import COMPACTING, DONE, FINALIZING
+from ._messages import (
+    AssistantMessage,
+    Part,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    UserMessage,
+    text_of,
+)
+from ._observations import (
+    Approved,
+    Cancelled,
+    Denied,
+    ModelFailed,
+    ModelReplied,
+    Observation,
+    Resumed,
+    Started,
+    Tick,
+    ToolReturned,
+    ToolStarted,
+)
 from ._round import INTERRUPTED
 from ._spec import LoopSpec
-from ._state import Compacted, LoopState, new_run
+from ._state import CallStatus, Compacted, LoopState, PendingCall, new_run
+from ._tools import ToolSpec
+
+_DONE, _QUEUED, _RUNNING, _STARTED, _APPROVAL = (  # read once: each lookup costs a call
+    CallStatus.done,
+    CallStatus.queued,
+    CallStatus.running,
+    CallStatus.started,
+    CallStatus.approval,
+)
+_BUSY = frozenset({_RUNNING, _STARTED})
+_SENT = frozenset({_RUNNING})
+_ASKED = frozenset({_APPROVAL})
+_NOT_RENAMED: dict[str, str] = {}
+
+
+def record(
+    st: LoopState, obs: Observation, spec: LoopSpec, tools: Mapping[str, ToolSpec]
+) -> dict[str, str]:
+    """Write `obs` (checked at the boundary) to the ledger, or raise `ProtocolError` when it
+    answers nothing outstanding, leaving the state as it was. For a reply whose calls share an
+    id, returns each renamed call's new id and the id it came with."""
+    match obs:  # most frequent first: a reply's calls each return
+        case ToolReturned():
+            for p in st.round:  # (`_call`, inline: this runs once a call)
+                if p.call.id == obs.call_id and p.status in _BUSY:
+                    break
+            else:
+                p = _call(st, obs, _BUSY)  # raises
+            st.events.append(obs)
+            p.result = ToolResult(obs.call_id, obs.content, obs.is_error)
+            p.status = _DONE
+        case ModelReplied():
+            return _replied(st, obs, spec)
+        case ToolStarted():
+            p = _call(st, obs, _SENT)
+            st.events.append(obs)
+            p.status = _STARTED
+        case ModelFailed():
+            if obs.command_id != st.pending_model:
+                raise _unmatched(st, obs)
+            _answered(st, spec, obs)
+        case Approved():
+            p = _call(st, obs, _ASKED)
+            st.events.append(obs)
+            _human_answered(st, obs.now)
+            p.status = _QUEUED
+        case Denied():
+            p = _call(st, obs, _ASKED)
+            st.events.append(obs)
+            _human_answered(st, obs.now)
+            _resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
+        case Tick():
+            st.events.append(obs)
+        case Cancelled():
+            st.events.append(obs)
+            _human_answered(st, obs.now)
+        case Resumed():  # another process goes on: settle the calls a crash interrupted
+            st.events.append(obs)
+            for p in st.round:
+                if p.status is _STARTED:
+                    tool = tools.get(p.call.name)
+                    if tool is not None and tool.replay_safe:
+                        p.status = _RUNNING
+                    else:
+                        _resolve(p, INTERRUPTED)
+        case _:
+            raise ProtocolError(f"{type(obs).__name__} is recorded by start(), never sent")
+    return _NOT_RENAMED
+
+
+def _replied(st: LoopState, obs: ModelReplied, spec: LoopSpec) -> dict[str, str]:
+    """The model call outstanding is answered: the reply joins the conversation (or, asked for
+    a summary, the summary is kept) and a turn is counted."""
+    if obs.command_id != st.pending_model:
+        raise _unmatched(st, obs)
+    response = obs.response
+    content = response.content
+    reused = _NOT_RENAMED
+    calls = 0
+    for part in content:  # a plain loop: a comprehension costs a frame on 3.11
+        if type(part) is ToolCall:
+            calls += 1
+    if calls > 1:
+        content, reused = _renamed(content)
+    command_id = st.pending_model
+    models = spec.models
+    if obs.model is None and models:  # (`_answered`, inline: this runs once a turn)
+        obs = msgspec.structs.replace(obs, model=models[min(st.model_index, len(models) - 1)])
+    st.events.append(obs)
+    st.pending_model = st.retry_at = None
+    usage = response.usage
+    if st.retries:
+        st.retries = 0
+    st.usage = st.usage + usage
+    if spec.prices:
+        price = _price(st, spec, obs.model)
+        if price is not None:  # a float, so the state dumps: more than any budget
+            st.cost = min(st.cost + price.of(usage), sys.float_info.max)
+    reply = AssistantMessage(content)
+    if st.phase is COMPACTING:  # the summary asked for came: later requests send it instead
+        cut, st.summarizing = st.summarizing, None
+        assert cut is not None
+        last = st.compactions[-1] if st.compactions else None
+        summary = text_of(reply.content) or None
+        tokens = st.context_tokens
+        made = compacted("summarize", st.messages, last, cut, tokens, summary, command_id)
+        compaction_made(st, made)
+        return reused
+    st.messages.append(reply)
+    if usage.input_tokens:
+        st.context_tokens = usage.input_tokens + usage.output_tokens
+    else:
+        st.context_tokens += part_tokens(reply.content)
+    if st.phase is not FINALIZING:
+        st.turns += 1
+    return reused
+
+
+def _answered(st: LoopState, spec: LoopSpec, obs: ModelReplied | ModelFailed) -> None:
+    """The model call outstanding is answered by `obs`: it is recorded, saying which model
+    answered (the executor's word, else the model asked), and no call is outstanding any
+    more."""
+    models = spec.models
+    if obs.model is None and models:
+        obs = msgspec.structs.replace(obs, model=models[min(st.model_index, len(models) - 1)])
+    st.events.append(obs)
+    st.pending_model = st.retry_at = None
+
+
+def _price(st: LoopState, spec: LoopSpec, model: str | None) -> Price | None:
+    """The price of a reply from `model`, else of the model asked (an executor may name it as
+    the provider does, with a date)."""
+    prices, models = spec.prices, spec.models
+    price = prices.get(model) if model is not None else None
+    if price is None and models:
+        price = prices.get(models[min(st.model_index, len(models) - 1)])
+    return price
+
+
+def _unmatched(st: LoopState, obs: ModelReplied | ModelFailed) -> ProtocolError:
+    return ProtocolError(
+        f"{type(obs).__name__}(command_id={obs.command_id!r}) matches no outstanding "
+        f"model call (outstanding: {st.pending_model!r})"
+    )
+
+
+def _call(
+    st: LoopState, obs: Approved | Denied | ToolStarted | ToolReturned, want: Set[CallStatus]
+) -> PendingCall:
+    """The call of the round in flight that `obs` answers, whose status must be one of `want`;
+    else a `ProtocolError` saying what the call is."""
+    found = None
+    for p in st.round:
+        if p.call.id == obs.call_id:
+            if p.status in want:
+                return p
+            found = p
+    wanted = " or ".join(sorted(s.value for s in want))
+    raise ProtocolError(
+        f"{type(obs).__name__}(call_id={obs.call_id!r}) does not match a call that is "
+        f"{wanted} (that call is {'unknown' if found is None else found.status.value})"
+    )
+
+
+def _human_answered(st: LoopState, now: float) -> None:
+    """A human answered at `now`: the time they took is not the run's."""
+    if st.waiting_since is not None:
+        st.waited_s += now - st.waiting_since
+        st.waiting_since = None
+
+
+def _renamed(content: list[Part]) -> tuple[list[Part], dict[str, str]]:
+    """A reply whose calls share an id, each repeat given a fresh one so every result can say
+    which call it answers: the content, and each new id's old one."""
+    ids = {p.id for p in content if type(p) is ToolCall}
+    if len(ids) == sum(type(p) is ToolCall for p in content):
+        return content, _NOT_RENAMED
+    seen: set[str] = set()
+    parts: list[Part] = []
+    reused: dict[str, str] = {}
+    for part in content:
+        if type(part) is ToolCall:
+            if part.id in seen:
+                n, new = 2, f"{part.id}_2"
+                while new in ids:
+                    n, new = n + 1, f"{part.id}_{n + 1}"
+                ids.add(new)
+                reused[new] = part.id
+                part = msgspec.structs.replace(part, id=new)
+            seen.add(part.id)
+        parts.append(part)
+    return parts, reused
+
+
+def _resolve(p: PendingCall, error: str) -> None:
+    p.status, p.result = _DONE, ToolResult(p.call.id, error, True)
+
+
+# -- what a step writes between its decisions ------------------------------------------------
 
 
 def run_started(st: LoopState, spec: LoopSpec, event: Started) -> None:
@@ -40,35 +271,15 @@ def run_started(st: LoopState, spec: LoopSpec, event: Started) -> None:
     st.context_tokens += sum(message_tokens(m) for m in event.messages)
 
 
-def model_answered(st: LoopState, spec: LoopSpec, obs: Any, usage: Usage | None = None) -> Any:
-    """The model call outstanding is answered by `obs` (a reply, with its `usage`, or a
-    failure): it is recorded, saying which model answered, no call is outstanding any more, and
-    a reply's cost is counted whatever is decided next."""
-    models = spec.models
-    if obs.model is None and models:  # the executor's word, else the model asked
-        obs = msgspec.structs.replace(obs, model=models[min(st.model_index, len(models) - 1)])
-    st.events.append(obs)
-    st.pending_model = st.retry_at = None
-    if usage is None:
-        return obs
-    if st.retries:
-        st.retries = 0
-    st.usage = st.usage + usage
-    if spec.prices:
-        price = _price(st, spec, obs.model)
-        if price is not None:  # a float, so the state dumps: more than any budget
-            st.cost = min(st.cost + price.of(usage), sys.float_info.max)
-    return obs
-
-
-def _price(st: LoopState, spec: LoopSpec, model: str | None) -> Price | None:
-    """The price of a reply from `model`, else of the model asked (an executor may name it as
-    the provider does, with a date)."""
-    prices, models = spec.prices, spec.models
-    price = prices.get(model) if model is not None else None
-    if price is None and models:
-        price = prices.get(models[min(st.model_index, len(models) - 1)])
-    return price
+def round_opened(
+    st: LoopState, round_: list[PendingCall], counts: dict[str, int], wrong_answers: int
+) -> None:
+    """A reply's calls become the round in flight; the repeated-calls guard's `counts` and
+    the answers that failed `LoopSpec.output` are counted."""
+    st.round = round_
+    if counts:
+        st.call_counts.update(counts)
+    st.output_retries += wrong_answers
 
 
 def round_written(
@@ -97,18 +308,42 @@ def round_written(
     return digest, failed, finish
 
 
-def compaction_made(st: LoopState, record: Compacted) -> None:
-    """Requests leave out what `record` says from now on."""
-    st.compactions.append(record)
-    st.context_tokens = record.tokens_after
+def round_counted(st: LoopState, checks: Checks, digest: object, failed: bool) -> None:
+    """A written round counts for the failed-rounds and no-progress guards, which keep only
+    the rounds they can still need."""
+    st.failed_rounds = st.failed_rounds + 1 if failed else 0
+    digests = st.round_digests
+    digests.append(checks.round_key(digest))
+    if checks.stall is not None and len(digests) > STALL_PERIODS * checks.stall:
+        del digests[0]
 
 
-def summary_written(st: LoopState, summary: str, command_id: str) -> None:
-    """The summary asked for came: later requests send it instead of the older turns."""
-    cut, st.summarizing = st.summarizing, None
-    assert cut is not None
-    last = st.compactions[-1] if st.compactions else None
-    tokens = st.context_tokens
-    compaction_made(
-        st, compacted("summarize", st.messages, last, cut, tokens, summary or None, command_id)
-    )
+def answer_refused(st: LoopState, problem: UserMessage | None) -> None:
+    """A reply's answer failed `LoopSpec.output`: it counts, and the model reads `problem`
+    (None: the run stops, past the retries allowed)."""
+    st.output_retries += 1
+    if problem is not None:
+        st.messages.append(problem)
+
+
+def compaction_made(st: LoopState, made: Compacted) -> None:
+    """Requests leave out what `made` says from now on."""
+    st.compactions.append(made)
+    st.context_tokens = made.tokens_after
+
+
+def close(st: LoopState, why: str, refused: list[ToolCall] | None = None) -> None:
+    """End the round early (or, given `refused`, a reply's calls that will never run): every
+    call still without a result gets an error result saying `why`, and the round is written,
+    results first, so the history stays valid whatever is decided next."""
+    if refused:
+        st.round = [PendingCall(c, _QUEUED) for c in refused]
+    if not st.round:
+        return
+    for p in st.round:
+        if p.status is _RUNNING or p.status is _STARTED:
+            _resolve(p, f"no result: {why} before this call returned")
+        elif p.status is not _DONE:
+            _resolve(p, f"not run: {why}")
+    st.messages.append(ToolResults([p.result for p in st.round]))  # type: ignore[misc]
+    st.round = []

@@ -75,7 +75,8 @@ class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
 
 
 class LoopState(msgspec.Struct, kw_only=True):
-    """Everything the loop knows. Mutated only by `Loop`; dump it after any step.
+    """Everything the loop knows. Written only where an observation is recorded (`_record`)
+    and where a decision is applied (`Step.apply`); dump it after any step.
 
     A round is one reply's tool calls and their results; `round` holds the one in flight.
     `stop_reason` is set once the loop knows why the run ends, which in phase `finalizing` is

@@ -1,8 +1,11 @@
-"""`Step`: what one observation does to a loop's state, and the commands that follow.
+"""`Step`: what follows once an observation is recorded: the decision, and the one `apply`.
 
-`Loop` refuses what the table does not list and checks each observation at the boundary;
-`Step` records it, decides what comes next, and `apply` moves to the phase the table gives for
-that decision: `apply` alone writes `phase` and makes the model calls and the finish.
+The deciding methods read the state and write nothing: each ends on the `Decision` the table
+lists for the step's event, with what acting on it takes (the calls to start, why a run stops).
+`apply` moves to the phase the table gives for that decision, writes what the decision does to
+the state, and makes its commands: it alone writes `phase`, and it makes every command the loop
+sends. What a step writes on its way to a decision, it writes through `_record` (a reply's calls
+opened as a round, a round written once every call has its result, a compaction made).
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ from ._commands import (
     StopReason,
 )
 from ._compaction import compacted, plan
-from ._errors import ProtocolError
-from ._guards import FINALIZABLE, Checks, part_tokens
+from ._guards import FINALIZABLE, Checks
 from ._machine import (
     APPROVE,
     ASK,
@@ -39,14 +41,7 @@ from ._machine import (
     Decision,
     Phase,
 )
-from ._messages import (
-    AssistantMessage,
-    ModelStop,
-    ToolCall,
-    ToolResult,
-    UserMessage,
-    text_of,
-)
+from ._messages import AssistantMessage, ModelStop, ToolCall, ToolResult, UserMessage, text_of
 from ._observations import (
     Approved,
     Cancelled,
@@ -54,6 +49,7 @@ from ._observations import (
     Event,
     ModelFailed,
     ModelReplied,
+    Observation,
     Resumed,
     Started,
     Tick,
@@ -62,33 +58,27 @@ from ._observations import (
 )
 from ._output import OUTPUT_TOOL, Output, answered, typed
 from ._record import (
+    answer_refused,
+    close,
     compaction_made,
-    model_answered,
+    round_counted,
+    round_opened,
     round_written,
     run_started,
-    summary_written,
 )
-from ._round import ASKED as _ASKED
-from ._round import BUSY as _BUSY
-from ._round import REUSED, close, find, interrupt, refuse, renamed, resolve, schedule
+from ._round import ASKED, BUSY, REUSED, schedule
 from ._spec import LoopSpec
-from ._state import (
-    CallStatus,
-    LoopState,
-    PendingCall,
-)
+from ._state import CallStatus, LoopState, PendingCall
 from ._tools import ToolSpec, call_problem
 
 # enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor
 # call, and the hot path reads a dozen per turn
-_DONE, _QUEUED, _RUNNING, _STARTED, _APPROVAL = (
+_DONE, _QUEUED, _RUNNING, _APPROVAL = (
     CallStatus.done,
     CallStatus.queued,
     CallStatus.running,
-    CallStatus.started,
     CallStatus.approval,
 )
-_SENT = frozenset({_RUNNING})
 _PENDING = frozenset({Phase.awaiting_tools, Phase.awaiting_approval})
 _ENDS = {  # a reply that ends the run whatever it holds
     ModelStop.refusal: StopReason.refusal,
@@ -96,7 +86,9 @@ _ENDS = {  # a reply that ends the run whatever it holds
     ModelStop.requires_action: StopReason.requires_action,
 }
 _DEADLINE = "the run's deadline passed"
+_FINISHING = "the run is finishing"
 _ASKS = frozenset({ASK, COMPACT, FINALIZE})  # the decisions that ask the model
+_NONE: list[Any] = []  # no calls (never written to)
 
 
 class Step:
@@ -104,7 +96,7 @@ class Step:
     under way."""
 
     __slots__ = (
-        *("checks", "_finishers", "_late", "_moves", "_now", "output", "_tools"),
+        *("checks", "_finishers", "_late", "_moves", "_now", "output", "tools"),
         *("offered", "requests", "spec", "state", "_window"),
     )
 
@@ -116,8 +108,8 @@ class Step:
         self.requests = Requests(spec)
         self.checks = Checks(spec.guards)
         self._window = spec.guards.context_window or 0
-        # the step under way: the table's moves for its event, and whether it came past the
-        # deadline (time enters a step once, with its observation)
+        # the step under way: the table's moves for its event, its time, and whether it came
+        # past the deadline (time enters a step once, with its event)
         self._moves: dict[Decision, Phase] = {}
         self._now = 0.0
         self._late = False
@@ -126,11 +118,11 @@ class Step:
         """The tools the run offers the model: its own, or else the spec's."""
         out = self.output
         self.offered = tools if out is None or out.tool is None else (*tools, out.tool)
-        self._tools = {t.name: t for t in self.offered}
+        self.tools = {t.name: t for t in self.offered}
         self._finishers = frozenset(t.name for t in self.offered if t.finish)
 
     def outstanding(self) -> list[Command]:
-        """The commands the state still waits on, as they were sent."""
+        """The commands the state still waits on, as `apply` sent them."""
         st = self.state
         if st.phase is DONE:
             return [Finish(st.stop_reason, typed(self.output, st.stop_reason, st.output))]
@@ -138,80 +130,85 @@ class Step:
         if st.pending_model is not None:
             commands.append(CallModel(st.pending_model, self.request(), st.retry_at))
         for p in st.round:
-            if p.status in _BUSY:
+            if p.status in BUSY:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             elif p.status is _APPROVAL:
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
         return commands
 
+    def request(self) -> ModelRequest:
+        """The next model call's request."""
+        return self.requests.next(self.state, self.offered, self.output)
+
+    # -- a step ------------------------------------------------------------------------------
+
     def begin(self, moves: dict[Decision, Phase], event: Started) -> list[Command]:
         """A run starts on `event` (checked): the conversation joins the ledger, then the first
         turn."""
-        st = self.state
         self.offer(event.tools)
-        run_started(st, self.spec, event)
+        run_started(self.state, self.spec, event)
         self.at(moves, event.now)
         return self._next_turn()
 
-    def apply(
-        self, decision: Decision, commands: list[Command], not_before: float | None = None
-    ) -> list[Command]:
-        """Move on `decision` as the table gives it for the step's event, the only place that
-        writes `phase`; to ask the model, or finish, make that command, else hand on `commands`
-        (tools to run, approvals to ask for)."""
-        st = self.state
-        st.phase = self._moves[decision]
-        if decision in _ASKS:
-            st.model_calls += 1
-            st.pending_model = command_id = f"model-{st.model_calls}"
-            st.retry_at = not_before
-            request = self.requests.next(st, self.offered, self.output)
-            return [CallModel(command_id, request, not_before)]
-        if decision is FINISH:
-            reason = st.stop_reason
-            return [Finish(reason, typed(self.output, reason, st.output))]
-        return commands
-
     def at(self, moves: dict[Decision, Phase], now: float) -> None:
         """The step under way: the table's moves for its event, its time, and whether the run's
-        own time has reached the deadline (time enters a step once, with its event)."""
+        own time has reached the deadline."""
         self._moves = moves
         self._now = now
         self._late = self.checks.deadline_passed(self.state, now)
 
-    # -- each observation --------------------------------------------------------------------
-
-    def on_replied(self, obs: ModelReplied) -> list[Command]:
+    def after(
+        self, moves: dict[Decision, Phase], kind: type[Observation], reused: dict[str, str]
+    ) -> list[Command]:
+        """Decide on the observation of type `kind` just recorded (the ledger's last event) and
+        act: `reused`, a reply's calls renamed because it gave an earlier call their id."""
         st = self.state
-        if obs.command_id != st.pending_model:
-            raise self._unmatched(obs)
-        response = obs.response
-        content = response.content
+        self._moves = moves  # (`at`, inline: this runs twice a turn)
+        self._now = now = st.events[-1].now
+        self._late = self.checks.deadline_passed(st, now)
+        if kind is ToolReturned:
+            if len(st.round) == 1 and not self._late:
+                return self._round_complete()  # the reply's only call: nothing left to start
+            return self._dispatch(_NONE)
+        if kind is ModelReplied:
+            return self._replied(reused)
+        if kind is ToolStarted:
+            return self.apply(WAIT)
+        if kind is ModelFailed:
+            return self._failed()
+        if kind is Approved or kind is Denied:
+            return self._dispatch(_NONE)
+        if kind is Tick:
+            if st.phase is not FINALIZING and self._late:
+                return self._stop(StopReason.deadline, _DEADLINE)
+            return self.apply(WAIT)
+        if kind is Resumed:
+            return self._resumed()
+        cancel: Cancelled = st.events[-1]  # type: ignore[assignment]
+        why = f"the run was cancelled ({cancel.reason or 'no reason given'})"
+        return self._finish(StopReason.cancelled, None, why)
+
+    # -- deciding (these read the state; only `_record` and `apply` write) -------------------
+
+    def _replied(self, reused: dict[str, str]) -> list[Command]:
+        """A reply: to the turn after a summary, the round of its calls, the answer, or the
+        end."""
+        st = self.state
+        phase = st.phase
+        if phase is COMPACTING:
+            return self._next_turn()
+        reply: AssistantMessage = st.messages[-1]  # type: ignore[assignment]
+        content = reply.content  # the reply, as the ledger holds it
         calls: list[ToolCall] = []
         for part in content:  # a plain loop: a comprehension costs a frame on 3.11
             if type(part) is ToolCall:
                 calls.append(part)
-        reused: dict[str, str] = {}
-        if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
-            content, calls, reused = renamed(content)
-        usage = response.usage
-        model_answered(st, self.spec, obs, usage)
-        if st.phase is COMPACTING:
-            summary_written(st, text_of(content), obs.command_id)
-            return self._next_turn()
-        st.messages.append(AssistantMessage(content))
-        if usage.input_tokens:
-            st.context_tokens = usage.input_tokens + usage.output_tokens
-        else:
-            st.context_tokens += part_tokens(content)
-        if st.phase is FINALIZING:
-            refuse(self.state, calls, "the run is finishing")
-            return self._finish(st.stop_reason, text_of(response.content))
-        st.turns += 1
-        stop = response.stop
+        if phase is FINALIZING:
+            return self._finish(st.stop_reason, text_of(content), _FINISHING, calls)
+        stop = st.events[-1].response.stop  # type: ignore[union-attr]
         if stop in _ENDS:
-            refuse(self.state, calls, f"the reply ended with {stop.value}")
-            return self._finish(_ENDS[stop], text_of(response.content))
+            why = f"the reply ended with {stop.value}"
+            return self._finish(_ENDS[stop], text_of(content), why, calls)
         if calls:
             return self._start_round(calls, reused)
         if stop is ModelStop.pause:
@@ -220,149 +217,66 @@ class Step:
             return self._finish(StopReason.max_tokens, text_of(content))
         if self.output is None:
             return self._finish(StopReason.completed, text_of(content))
-        answer, problem = self.output.check_reply(text_of(content))
+        answer, problem = self.output.check_reply(text_of(content))  # type: ignore[arg-type]
         if problem is None:
             return self._finish(StopReason.completed, answer)
-        return self._wrong_answer(UserMessage(problem))
-
-    def on_returned(self, obs: ToolReturned) -> list[Command]:
-        st = self.state
-        p = find(st, obs, _BUSY)
-        st.events.append(obs)
-        p.result = ToolResult(obs.call_id, obs.content, obs.is_error)
-        p.status = _DONE
-        if len(st.round) == 1 and not self._late:
-            return self._complete_round()  # the reply's only call: nothing left to start
-        return self._dispatch()
-
-    def on_started(self, obs: ToolStarted) -> list[Command]:
-        p = find(self.state, obs, _SENT)
-        self.state.events.append(obs)
-        p.status = _STARTED
-        return self.apply(WAIT, [])
-
-    def on_resumed(self, obs: Resumed) -> list[Command]:
-        """Another process goes on: settle the calls a crash interrupted, hand out the rest."""
-        st = self.state
-        st.events.append(obs)
-        if st.round:
-            interrupt(st, self._tools)
-            commands = self._dispatch()  # the deadline, too, as for a result
-            if st.phase not in _PENDING:
-                return commands  # the round is over: what comes next
-        elif self._late and st.phase in (MODEL, COMPACTING):
-            return self._stop(StopReason.deadline, _DEADLINE)
-        else:
-            self.apply(WAIT, [])
-        return self.outstanding()
-
-    def on_failed(self, obs: ModelFailed) -> list[Command]:
-        st = self.state
-        if obs.command_id != st.pending_model:
-            raise self._unmatched(obs)
-        model_answered(st, self.spec, obs)
-        finalizing = st.phase is FINALIZING
-        again = COMPACT if st.phase is COMPACTING else ASK
-        if obs.retryable and st.retries < self.checks.max_retries:
-            at = obs.now + self.checks.retry_wait(st.retries, obs.retry_after, obs.command_id)
-            if not finalizing and (self._late or self.checks.deadline_passed(st, at)):
-                return self._stop(StopReason.deadline)  # it would pass before the retry
-            st.retries += 1
-            return self.apply(again, [], at)
-        if obs.retryable and st.model_index + 1 < len(self.spec.models):
-            if not finalizing and self._late:
-                return self._stop(StopReason.deadline)
-            st.model_index += 1  # past its retries: the next model, at once
-            st.retries = 0
-            return self.apply(again, [])
-        return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
-
-    def on_approved(self, obs: Approved) -> list[Command]:
-        p = find(self.state, obs, _ASKED)
-        self.state.events.append(obs)
-        self.checks.human_answered(self.state, self._now)
-        p.status = _QUEUED
-        return self._dispatch()
-
-    def on_denied(self, obs: Denied) -> list[Command]:
-        p = find(self.state, obs, _ASKED)
-        self.state.events.append(obs)
-        self.checks.human_answered(self.state, self._now)
-        resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
-        return self._dispatch()
-
-    def on_tick(self, obs: Tick) -> list[Command]:
-        st = self.state
-        st.events.append(obs)
-        if st.phase is not FINALIZING and self._late:
-            return self._stop(StopReason.deadline, _DEADLINE)
-        return self.apply(WAIT, [])
-
-    def on_cancelled(self, obs: Cancelled) -> list[Command]:
-        self.state.events.append(obs)
-        self.checks.human_answered(self.state, self._now)
-        close(self.state, f"the run was cancelled ({obs.reason or 'no reason given'})")
-        return self._finish(StopReason.cancelled, None)
-
-    def _unmatched(self, obs: ModelReplied | ModelFailed) -> ProtocolError:
-        return ProtocolError(
-            f"{type(obs).__name__}(command_id={obs.command_id!r}) matches no outstanding "
-            f"model call (outstanding: {self.state.pending_model!r})"
-        )
-
-    # -- a reply and its round ---------------------------------------------------------------
+        if st.output_retries + 1 > self.spec.guards.max_output_retries:
+            answer_refused(st, None)
+            return self._finish(StopReason.invalid_output, None)
+        answer_refused(st, UserMessage(problem))
+        return self._next_turn()
 
     def _start_round(self, calls: list[ToolCall], reused: dict[str, str]) -> list[Command]:
         """Take the reply's calls as the new round: give the ones that cannot run an error result,
-        count repeats, ask for approvals, and start what may run. `reused`: calls renamed because
-        the reply gave an earlier call their id (new id -> the id they came with)."""
+        count repeats, ask for approvals, and start what may run."""
         st = self.state
-        tools = self._tools
+        tools = self.tools
+        counts = st.call_counts
+        counted: dict[str, int] = {}
         repeated = None
+        wrong = 0
         round_: list[PendingCall] = []
-        asks: list[Command] = []
+        asks: list[PendingCall] = []
         for call in calls:
             spec = tools.get(call.name)
-            p = PendingCall(call, _QUEUED)
-            round_.append(p)
             if call.id in reused:
-                resolve(p, REUSED.format(reused[call.id]))
+                p = _resolved(call, REUSED.format(reused[call.id]))
             elif spec is None or not call.complete or call.raw_arguments is not None:
-                resolve(p, call_problem(call, tools))
+                p = _resolved(call, call_problem(call, tools))
             elif spec.finish:
-                p.status, p.result = _DONE, answered(self.output, call, st)
+                result = answered(self.output, call)
+                wrong += result.is_error
+                p = PendingCall(call, _DONE, result)
             else:
-                again = self.checks.repeated(st.call_counts, call)
+                p = PendingCall(call, _QUEUED)
+                again = self.checks.repeated(counts, counted, call)
                 if again is not None and repeated is None:
                     repeated = again
                 elif spec.needs_approval:
                     p.status = _APPROVAL
-                    asks.append(AwaitApproval(call.id, call.name, call.arguments))
-        st.round = round_
+                    asks.append(p)
+            round_.append(p)
+        round_opened(st, round_, counted, wrong)
         if repeated is not None:
-            close(self.state, repeated)
-            return self._finish(StopReason.repeated_call, None)
-        if not asks:
-            return self._dispatch()
-        if self._late:
+            return self._finish(StopReason.repeated_call, None, repeated)
+        if asks and self._late:
             return self._stop(StopReason.deadline, _DEADLINE)  # before asking for approval
-        return asks + self._dispatch()
+        return self._dispatch(asks)
 
-    def _dispatch(self) -> list[Command]:
+    def _dispatch(self, asks: list[PendingCall]) -> list[Command]:
         """Start what may run now (`schedule`); then wait for it, or for a human, or go on."""
         st = self.state
         if self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
-        commands, open_ = schedule(st.round, self._tools)
-        if open_ is _BUSY:
-            return self.apply(RUN, commands)
-        if open_ is _ASKED:
-            self.checks.awaiting_human(st, self._now)
-            return self.apply(APPROVE, commands)
-        return self._complete_round()
+        starts, open_ = schedule(st.round, self.tools)
+        if open_ is BUSY:
+            return self.apply(RUN, starts, asks)
+        if open_ is ASKED:
+            return self.apply(APPROVE, starts, asks)
+        return self._round_complete()
 
-    def _complete_round(self) -> list[Command]:
-        """Every call has its result: write them in call order, then go on."""
+    def _round_complete(self) -> list[Command]:
+        """Every call has its result: the round is written in call order, then on."""
         st = self.state
         digest, failed, finish = round_written(st, self._finishers)
         if finish is not None:
@@ -372,10 +286,41 @@ class Step:
             return self._finish(StopReason.finish_tool, answer)
         if st.output_retries > self.spec.guards.max_output_retries:
             return self._finish(StopReason.invalid_output, None)
-        self.checks.record_round(st, digest, failed)
+        round_counted(st, self.checks, digest, failed)
         return self._next_turn()
 
-    # -- deciding what comes next ------------------------------------------------------------
+    def _failed(self) -> list[Command]:
+        """A failed model call: retry it, ask the next model, or stop."""
+        st = self.state
+        failure: ModelFailed = st.events[-1]  # type: ignore[assignment]
+        finalizing = st.phase is FINALIZING
+        again = COMPACT if st.phase is COMPACTING else ASK
+        checks = self.checks
+        if failure.retryable and st.retries < checks.max_retries:
+            wait = checks.retry_wait(st.retries, failure.retry_after, failure.command_id)
+            at = failure.now + wait
+            if not finalizing and (self._late or checks.deadline_passed(st, at)):
+                return self._stop(StopReason.deadline)  # it would pass before the retry
+            return self.apply(again, not_before=at)
+        if failure.retryable and st.model_index + 1 < len(self.spec.models):
+            if not finalizing and self._late:
+                return self._stop(StopReason.deadline)
+            return self.apply(again, next_model=True)  # past its retries: the next model, at once
+        return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
+
+    def _resumed(self) -> list[Command]:
+        """Another process goes on (the calls a crash interrupted are settled): hand out what
+        is outstanding, or what comes next."""
+        st = self.state
+        if st.round:
+            commands = self._dispatch(_NONE)  # the deadline, too, as for a result
+            if st.phase not in _PENDING:
+                return commands  # the round is over: what comes next
+        elif self._late and st.phase in (MODEL, COMPACTING):
+            return self._stop(StopReason.deadline, _DEADLINE)
+        else:
+            self.apply(WAIT)
+        return self.outstanding()
 
     def _next_turn(self) -> list[Command]:
         """Between turns: the stop conditions, then the guards, else ask the model."""
@@ -385,56 +330,106 @@ class Step:
                 return self._finish(StopReason.stop_condition, None)
         if self._late:
             return self._stop(StopReason.deadline)
-        reason = self.checks.before_turn(st)
+        checks = self.checks
+        reason = checks.before_turn(st)
         policy = self.spec.compaction
         if policy is not None and (reason is None or reason is StopReason.context_budget):
             last = st.compactions[-1] if st.compactions else None
-            budget = self.checks.budget or 0
+            budget = checks.budget or 0
             cut = plan(policy, st.messages, last, st.context_tokens, self._window, budget)
             if cut is not None:
                 if policy.strategy == "summarize":
-                    st.summarizing = cut
-                    return self.apply(COMPACT, [])
+                    return self.apply(COMPACT, summarize=cut)
                 compaction_made(
                     st, compacted(policy.strategy, st.messages, last, cut, st.context_tokens)
                 )
-                reason = self.checks.before_turn(st)
+                reason = checks.before_turn(st)
         if reason is not None:
             return self._stop(reason)
-        return self.apply(ASK, [])
+        return self.apply(ASK)
 
     def _stop(self, reason: StopReason, why: str = "") -> list[Command]:
-        """A guard tripped: write results for calls left open, then finalize or finish."""
-        st = self.state
-        close(self.state, why)
-        st.summarizing = None
-        if reason in FINALIZABLE and self.spec.guards.finalize and st.turns > 0:
-            st.stop_reason = reason
-            st.messages.append(UserMessage(self.spec.guards.finalize_prompt))
-            return self.apply(FINALIZE, [])
-        return self._finish(reason, None)
+        """A guard tripped: finalize (one last call, without tools) or finish; calls left open
+        get results saying `why`."""
+        guards = self.spec.guards
+        if reason in FINALIZABLE and guards.finalize and self.state.turns > 0:
+            return self.apply(FINALIZE, reason=reason, why=why, note=guards.finalize_prompt)
+        return self._finish(reason, None, why)
 
-    def request(self) -> ModelRequest:
-        """The next model call's request."""
-        return self.requests.next(self.state, self.offered, self.output)
+    def _finish(
+        self, reason: StopReason, output: Any, why: str = "", refused: list[ToolCall] = _NONE
+    ) -> list[Command]:
+        return self.apply(FINISH, reason=reason, output=output, why=why, refused=refused)
 
-    def _wrong_answer(self, problem: UserMessage) -> list[Command]:
-        """A reply that ended without a valid answer: tell the model, or give up past the
-        retries allowed."""
-        st = self.state
-        st.output_retries += 1
-        if st.output_retries > self.spec.guards.max_output_retries:
-            return self._finish(StopReason.invalid_output, None)
-        st.messages.append(problem)
-        return self._next_turn()
+    # -- acting ------------------------------------------------------------------------------
 
-    def _finish(self, reason: StopReason, output: Any) -> list[Command]:
+    def apply(
+        self,
+        decision: Decision,
+        starts: list[PendingCall] = _NONE,
+        asks: list[PendingCall] = _NONE,
+        *,
+        not_before: float | None = None,
+        next_model: bool = False,
+        summarize: int | None = None,
+        reason: StopReason | None = None,
+        output: Any = None,
+        why: str = "",
+        refused: list[ToolCall] = _NONE,
+        note: str | None = None,
+    ) -> list[Command]:
+        """Act on `decision`: move to the phase the table gives it for the step's event (the
+        only place that writes `phase`), write what it does to the state, and make its
+        commands, the only place that makes any: ask the model (`not_before`: a retry's time;
+        `next_model`: the next of the spec's models; `summarize`: for a summary of the turns
+        before it; finalizing, after `note`), start the calls `starts` and ask for `asks`, or
+        finish for `reason` with `output`. Stopping, a round still open (or the `refused` calls
+        of a reply) gets results saying `why`."""
         st = self.state
-        st.stop_reason = reason
-        st.output = output
-        st.pending_model = st.retry_at = None
-        st.summarizing = None
-        return self.apply(FINISH, [])
+        st.phase = self._moves[decision]
+        if decision is RUN:
+            commands: list[Command] = []
+            for p in asks:
+                commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
+            for p in starts:
+                p.status = _RUNNING
+                commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
+            return commands
+        if decision in _ASKS:
+            if decision is FINALIZE:
+                close(st, why)
+                st.summarizing = None
+                st.stop_reason = reason  # type: ignore[assignment]
+                st.messages.append(UserMessage(note))  # type: ignore[arg-type]
+            elif summarize is not None:
+                st.summarizing = summarize
+            if not_before is not None:
+                st.retries += 1
+            elif next_model:
+                st.model_index += 1
+                st.retries = 0
+            st.model_calls += 1
+            st.pending_model = command_id = f"model-{st.model_calls}"
+            st.retry_at = not_before
+            request = self.requests.next(st, self.offered, self.output)
+            return [CallModel(command_id, request, not_before)]
+        if decision is FINISH:
+            close(st, why, refused)
+            st.stop_reason = reason  # type: ignore[assignment]
+            st.output = output
+            st.pending_model = st.retry_at = None
+            st.summarizing = None
+            return [Finish(reason, typed(self.output, reason, output))]  # type: ignore[arg-type]
+        if decision is APPROVE:
+            if st.waiting_since is None:  # from now only a human moves it on: not the run's time
+                st.waiting_since = self._now
+            return [AwaitApproval(p.call.id, p.call.name, p.call.arguments) for p in asks]
+        return []  # WAIT
+
+
+def _resolved(call: ToolCall, error: str) -> PendingCall:
+    """A call of the reply that will not run, with its error result."""
+    return PendingCall(call, _DONE, ToolResult(call.id, error, True))
 
 
 def _run_tools(events: list[Event]) -> tuple[ToolSpec, ...]:

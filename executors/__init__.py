@@ -1,7 +1,8 @@
 """turnstile.executors: drivers that carry out a loop's commands (model calls, tool runs).
 
-`sync` is imported eagerly; `aio` (the async executor, under asyncio or trio) and `sandbox` on
-first use, so `import turnstile.executors` does not pay for anyio. The `Update`s a run shows its
+An `Agent` (a spec, its model and its tools) is what they run. `sync` is imported eagerly;
+`aio` (the async executor, under asyncio or trio) and `sandbox` on first use, so
+`import turnstile.executors` does not pay for anyio. The `Update`s a run shows its
 caller (`on_update=`) are here too. `Journal` keeps a run's events in a file, so the run can
 outlive its process. Above them: `turnstile.executors.testing`, for testing agents, and
 `turnstile.executors.cli`, the `turnstile` command. `Session` is the protocol every executor
@@ -9,6 +10,7 @@ follows, without I/O, for a runtime of one's own; `invoke` and `ainvoke` call a 
 """
 
 __all__ = [
+    "Agent",
     "ApprovalNeeded",
     "AsyncModelClient",
     "CorruptJournal",
@@ -38,6 +40,7 @@ __all__ = [
 import typing as _typing
 
 from . import sync as sync
+from ._agent import Agent as Agent
 from ._events import ApprovalNeeded as ApprovalNeeded
 from ._events import ModelCallFailed as ModelCallFailed
 from ._events import ModelCallFinished as ModelCallFinished

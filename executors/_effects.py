@@ -1,32 +1,50 @@
 """What executors share in carrying out commands: the journal a `run` writes, the model it may
-call, a failed call and an approver's decision as observations."""
+call, a model call made in this thread, a failed call and an approver's decision as
+observations."""
 
 from __future__ import annotations
 
-__all__ = ["JournalArg", "answer", "check_model", "model_failed", "opened"]
+__all__ = [
+    "Approver",
+    "JournalArg",
+    "answer",
+    "call_model",
+    "check_model",
+    "model_failed",
+    "opened",
+    "returned",
+]
 
 import contextlib
 import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeAlias
 
 from turnstile.core import (
     Approved,
     AwaitApproval,
+    CallModel,
     Denied,
     Loop,
     ModelError,
     ModelFailed,
+    ModelReplied,
     Observation,
+    RunTool,
+    ToolOutcome,
+    ToolReturned,
 )
+from turnstile.providers import Delta
 
+from ._invoke import sync_failure
 from ._protocols import AsyncModelClient, ModelClient
 
 if TYPE_CHECKING:
     from ._journal import Journal
 
 JournalArg: TypeAlias = "Journal | str | os.PathLike[str] | None"
+Approver: TypeAlias = Callable[[AwaitApproval], "bool | str"]
 
 
 @contextlib.contextmanager
@@ -104,6 +122,31 @@ def model_failed(command_id: str, exc: BaseException, now: float) -> ModelFailed
             now=now,
         )
     return ModelFailed(command_id, f"{type(exc).__name__}: {exc}", False, now=now)
+
+
+def call_model(
+    model: ModelClient,
+    command: CallModel,
+    now: Callable[[], float],
+    *,
+    on_delta: Callable[[Delta], object] | None = None,
+) -> Observation:
+    """One model call, made in this thread, as an observation: a failure of any kind becomes
+    `ModelFailed`. `on_delta` goes to a client whose `complete` takes it. The caller waits out
+    the command's `not_before` first (`Session.wait` says how long)."""
+    streamed = {} if on_delta is None else {"on_delta": on_delta}
+    try:
+        response = model.complete(command.request, **streamed)
+    except BaseException as e:  # no one cancels a sync call: a cancel is the client's failure
+        if not sync_failure(e):
+            raise
+        return model_failed(command.id, e, now())
+    return ModelReplied(command.id, response, now=now())
+
+
+def returned(command: RunTool, outcome: ToolOutcome, now: float) -> ToolReturned:
+    """A tool call's outcome as an observation."""
+    return ToolReturned(command.id, outcome.content, outcome.is_error, now=now)
 
 
 def answer(command: AwaitApproval, decision: bool | str, now: float) -> Observation:

@@ -2,10 +2,12 @@
 
 What each executor would otherwise re-implement lives here once: starting or resuming (from a
 loop, a dump or a journal), a tool's `ToolStarted` recorded and made durable before it runs, the
-events each step records (journaled, shown to `on_event`, narrated as `Update`s), the wait a
-retry's `not_before` asks for, the work the loop no longer waits for, the deadline's `Tick`, and
-a model reply that is not a `ModelResponse`. A driver takes the commands, does the I/O, and
-sends what happened back; it never sends to the loop itself.
+events each step records (journaled, shown to `on_event` and `on_step`, narrated as `Update`s),
+the wait a retry's `not_before` asks for, the work the loop no longer waits for, when to set the
+deadline's alarm and whether its `Tick` goes out, and a model reply that is not a
+`ModelResponse`. A driver takes the commands, does the I/O (sleeping, calling, timers, in its
+own way), and sends what happened back; it never sends to the loop itself. `sync`, `aio` and
+the Temporal workflow each drive one.
 """
 
 from __future__ import annotations
@@ -99,23 +101,45 @@ class Session:
     """One run of a loop as an executor sees it: `start()`, then `send()` each observation; both
     return the commands to carry out, every event they recorded already journaled and shown.
 
-    The loop is fresh, resumed (`loop=`, its clock going on from its last event, so time at rest
-    is not counted) or rebuilt from `journal`'s events. A spec without tools gets `tool_specs`
-    (the runner's), and a run started so records them in its `Started` event. Raises
-    `ValueError` for a prompt the loop cannot start from, none where it needs one, or tools
-    the spec names that `tool_specs` lacks.
+    Start from `prompt`, or resume `loop` (from `Loop.load` / `Loop.replay`): the loop is told
+    it was `Resumed` and decides what to carry out again. A `prompt` with a `loop` starts it if
+    it is idle, and goes on with its conversation (a new run, the prompt the next user message)
+    if it is finished; a loop still waiting on commands is resumed without one. A spec without
+    tools gets `tool_specs` (the runner's), and a run started so records them in its `Started`
+    event. Raises `ValueError` for a prompt the loop cannot start from, none where it needs
+    one, or tools the spec names that `tool_specs` lacks.
+
+    `journal` gets every event the loop records, and a call's start is made durable before the
+    call runs. A journal that already holds a run resumes it: give the same prompt or none
+    (another raises `ValueError`).
+
+    `clock` stamps observations. A resumed loop's time goes on from its last event (time at
+    rest is not counted), unless `offset` says what to add to `clock` (a Temporal run continued
+    as new carries its own); either way the time read never falls before the last event's.
+    `on_event` sees each event once the loop has recorded it (and the journal has it): a dump
+    taken there is the state as it is. `on_update` sees what a UI shows, as it happens
+    (`Update`: a streamed reply's deltas, tools started and finished, approvals needed,
+    retries, the finish). `on_step` sees every command, and every observation of what the
+    world did, each once the loop has recorded it (a `RunTool` once its start is): a dump
+    taken there, as in `on_event`, never runs a call twice that is not replay-safe. `log=False`
+    keeps the run out of the `turnstile.run` log (a Temporal workflow, whose replays would log
+    each step again).
     """
 
     __slots__ = (
+        "_armed_for",
         "_journal",
+        "_log",
         "_narrator",
         "_on_event",
+        "_on_step",
         "_prompt",
         "_tools",
         "_written",
         "finish",
         "loop",
         "now",
+        "offset",
         "on_delta",
         "recorded",
         "waiting",
@@ -129,9 +153,12 @@ class Session:
         loop: Loop | None = None,
         tool_specs: Sequence[ToolSpec] = (),
         clock: Callable[[], float],
+        offset: float | None = None,
         journal: Journal | None = None,
         on_event: Callable[[Event], None] | None = None,
         on_update: Callable[[Update], object] | None = None,
+        on_step: Callable[[Command | Observation], None] | None = None,
+        log: bool = True,
     ) -> None:
         self._tools = () if spec.tools else tuple(tool_specs)
         spec = _with_tools(spec, tool_specs)
@@ -139,48 +166,69 @@ class Session:
             _journaled_prompt(prompt, journal.events)
             prompt, loop = None, journal.loop(spec)
         check_prompt(prompt, loop)
-        self.now = clock
         if loop is None:
             loop = Loop(spec)
         else:
             loop = Loop(spec, loop.state)
-            offset = loop.resume_offset(clock())
-            if offset:
-                self.now = lambda: clock() + offset
+            if offset is None:
+                offset = loop.resume_offset(clock())
         self.loop = loop
+        self.offset = offset or 0.0
+        """What `now` adds to `clock` (a run continued elsewhere carries it on)."""
+        self.now = clock if offset is None else self._clock(clock, offset)
         self._prompt = prompt
         self._journal = journal
         self._on_event = on_event
+        self._on_step = on_step
+        self._log = log
         self._written = len(loop.state.events)
         self._narrator = None if on_update is None else Narrator(on_update, loop)
+        self._armed_for: float | None = None
         self.on_delta = on_update
         """What a model call's deltas go to (the caller's `on_update`), if anything."""
         self.recorded: list[Event] = []
         """The events the last `start`, `send` or `begin` recorded."""
         self.finish: Finish | None = None
-        """The loop's `Finish`, once `hand_out` has seen it."""
+        """The loop's `Finish`, once `next` or `hand_out` has seen it."""
         self.waiting: list[AwaitApproval] = []
-        """The approvals `hand_out` was told no one answers."""
+        """The approvals `next` or `hand_out` was told no one answers."""
+
+    def _clock(self, clock: Callable[[], float], offset: float) -> Callable[[], float]:
+        """`clock` plus `offset`, never before the loop's last event (a clock's float steps,
+        epoch seconds' 2.4e-7 s, can take the offset added back that far below it)."""
+        loop = self.loop
+
+        def now() -> float:
+            at, events = clock() + offset, loop.state.events
+            return max(at, events[-1].now) if events else at
+
+        return now
 
     # -- the loop's side ---------------------------------------------------------------------
 
     def start(self, resume: bool = True) -> list[Command]:
         """What to carry out first: the run the prompt starts (on a new or idle loop, or going on
         with a finished loop's conversation); else the loop is told it was `Resumed` (a finished
-        one has nothing left to do), or with `resume=False` (the same process going on) what it
-        still waits on."""
+        one has nothing left to do), or with `resume=False` (the same run going on, as a Temporal
+        run continued as new) what it still waits on."""
         if self._prompt is not None:
             commands = self.loop.start(self._prompt, self.now(), self._tools)
         elif self.loop.state.phase == "done" or not resume:
             commands = self.loop.outstanding_commands()
         else:
-            return self.send(Resumed(now=self.now()))
+            return self._apply(Resumed(now=self.now()))
         self._record(commands)
         return commands
 
     def send(self, obs: Observation) -> list[Command]:
-        """Record what the world did; return what the loop decides. A reply that is not a
-        `ModelResponse` is the client's bug: final, as if it had raised."""
+        """Record what the world did (`on_step` sees it); return what the loop decides. A reply
+        that is not a `ModelResponse` is the client's bug: final, as if it had raised."""
+        commands = self._apply(obs)
+        if self._on_step is not None:  # once recorded: a dump taken there holds it
+            self._on_step(obs)
+        return commands
+
+    def _apply(self, obs: Observation) -> list[Command]:
         try:
             commands = self.loop.send(obs)
         except InvalidObservation as e:  # the loop is left as it was
@@ -197,20 +245,41 @@ class Session:
         """About to carry out `command`, one at a time: False if the loop no longer waits for
         it (it closed the call since: the deadline passed, say). A tool's start is recorded,
         and (with `commit`) the journal made durable before any call, so a crash never runs a
-        call twice that is not replay-safe."""
+        call twice that is not replay-safe; then `on_step` sees the command."""
         if type(command) is RunTool or type(command) is AwaitApproval:
             if command.id not in self.loop.outstanding_ids():
                 return False
         if type(command) is RunTool:
-            self.send(ToolStarted(command.id, now=self.now()))
+            self._apply(ToolStarted(command.id, now=self.now()))
         if commit and (type(command) is RunTool or type(command) is CallModel):
             self.commit()
+        if self._on_step is not None:
+            self._on_step(command)
         return True
 
-    def hand_out(self, commands: Iterable[Command], approving: bool) -> list[Work]:
+    def next(self, queue: list[Command], approving: bool) -> Work | None:
+        """For a driver that carries out one command at a time: the next of `queue` (what
+        `start` and `send` returned, in order) to carry out, taken off it and begun (`begin`).
+        A `Finish` is kept in `finish`, and ends it; approvals go to `waiting` unless someone
+        is `approving`; None once nothing is left to carry out."""
+        while queue:
+            command = queue.pop(0)
+            if not self.begin(command):
+                continue  # the loop closed its call since (the deadline passed, say)
+            match command:
+                case Finish():
+                    self.finish = command
+                    return None
+                case AwaitApproval() if not approving:
+                    self.waiting.append(command)
+                case CallModel() | RunTool() | AwaitApproval():
+                    return command
+        return None
+
+    def hand_out(self, commands: Sequence[Command], approving: bool) -> list[Work]:
         """The work to start at once of `commands`: each tool's start recorded and everything
-        made durable before any of it runs. A `Finish` is kept in `finish`; approvals go to
-        `waiting` unless someone is `approving`."""
+        made durable before any of it runs, then `on_step` sees each command. A `Finish` is
+        kept in `finish`; approvals go to `waiting` unless someone is `approving`."""
         work: list[Work] = []
         for command in commands:
             match command:
@@ -219,12 +288,15 @@ class Session:
                 case AwaitApproval() if not approving:
                     self.waiting.append(command)
                 case RunTool(id=call_id):
-                    self.send(ToolStarted(call_id, now=self.now()))
+                    self._apply(ToolStarted(call_id, now=self.now()))
                     work.append(command)
                 case CallModel() | AwaitApproval():
                     work.append(command)
         if work:
             self.commit()
+        if self._on_step is not None:  # once every call handed out is recorded as started
+            for command in commands:
+                self._on_step(command)
         return work
 
     def wait(self, command: CallModel) -> float:
@@ -251,21 +323,27 @@ class Session:
         wanted = self.loop.outstanding_ids()
         return [i for i in ids if i not in wanted]
 
-    def deadline(self) -> float | None:
-        """When to wake the loop with `tick()` (on `now`'s clock); None: no need."""
-        return self.loop.next_deadline()
+    def alarm(self, least: float) -> float | None:
+        """How long from now to set the deadline's alarm for (at least `least`, so a clock's
+        rounding never makes it ring in a busy loop); None: no deadline to wake the loop for.
+        The deadline moves as the run goes (time spent waiting only for a person does not
+        count): after each step, `alarm_moved` says whether to set it again."""
+        deadline = self._armed_for = self.loop.next_deadline()
+        return None if deadline is None else max(deadline - self.now(), least)
 
-    def tick(self) -> list[Command] | None:
-        """The deadline's alarm went off: a `Tick`, sent only if the loop says its deadline has
-        passed (clocks that disagree by a rounding never make it tick in a loop); None if not."""
+    def alarm_moved(self) -> bool:
+        """Whether the deadline is not the one the alarm was last set for."""
+        return self.loop.next_deadline() != self._armed_for
+
+    def tick(self) -> Tick | None:
+        """The alarm rang: the `Tick` to send, only if the loop says its deadline has passed
+        (clocks that disagree by a rounding never make it tick in a loop); None if not."""
         now = self.now()
-        if not self.loop.deadline_passed(now):
-            return None
-        return self.send(Tick(now=now))
+        return Tick(now=now) if self.loop.deadline_passed(now) else None
 
     def run(self) -> Run:
-        """The outcome so far: the loop, its `Finish` if any, the approvals left waiting."""
-        return Run(self.loop, self.finish, self.waiting)
+        """The outcome so far: the loop, its `Finish` if any, else the approvals left waiting."""
+        return Run(self.loop, self.finish, [] if self.finish is not None else self.waiting)
 
     def _record(self, commands: list[Command]) -> None:
         events = self.loop.state.events
@@ -274,7 +352,8 @@ class Session:
         if self._journal is not None:
             for event in new:
                 self._journal.append(event)
-        logged(self.loop, new)
+        if self._log:
+            logged(self.loop, new)
         if self._on_event is not None:
             for event in new:
                 self._on_event(event)

@@ -13,6 +13,7 @@ import anyio
 from turnstile.core import LoopSpec
 from turnstile.core.messages import Message
 
+from ._agent import Agent
 from ._events import Update
 from ._run import Run
 
@@ -38,7 +39,7 @@ class Updates:
 @contextlib.asynccontextmanager
 async def streamed(
     run: Callable[..., Awaitable[Run]],
-    spec: LoopSpec,
+    spec: LoopSpec | Agent,
     prompt: str | Sequence[Message] | None,
     options: dict[str, Any],
 ) -> AsyncIterator[Updates]:

@@ -30,7 +30,6 @@ import anyio.to_thread
 from turnstile.core import (
     AwaitApproval,
     CallModel,
-    Loop,
     Observation,
     RunTool,
     ToolContext,
@@ -38,9 +37,10 @@ from turnstile.core import (
     ToolReturned,
 )
 
-from ._effects import answer
+from ._effects import answer, returned
 from ._invoke import ainvoke, failure
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
+from ._session import Session
 from ._toolbox import Toolbox
 
 
@@ -112,13 +112,12 @@ def own_cancel(exc: BaseException) -> bool:
 
 
 def model_caller(
-    model: AsyncModelClient | ModelClient,
-    on_delta: Callable[[Any], object] | None,
-    loop: Loop,
+    model: AsyncModelClient | ModelClient, session: Session
 ) -> Callable[[CallModel], Awaitable[Any]]:
     """How to ask the model: awaited if it is async, else in a worker thread; with the
     caller's `on_update` for its deltas if it takes them. A thread that was abandoned (the
-    run cancelled, the deadline passed) goes on: its deltas are no longer shown."""
+    run cancelled, the deadline passed) goes on: its deltas, stale, are no longer shown."""
+    on_delta = session.on_delta
     if isinstance(model, AsyncModelClient) and getattr(model, "is_async", True):
         method: Callable[..., Any] = model.acomplete
         if on_delta is not None and takes(method, "on_delta"):
@@ -130,7 +129,7 @@ def model_caller(
 
         def streamed(c: CallModel) -> Awaitable[Any]:
             def shown(delta: Any) -> None:  # on the event loop's thread
-                if loop.state.pending_model == c.id:
+                if not session.stale([c.id]):
                     show(delta)
 
             call = functools.partial(sync, on_delta=lambda d: anyio.from_thread.run_sync(shown, d))
@@ -168,11 +167,9 @@ async def tool(
     """A tool call as an observation; one that runs past `limit` seconds ends in an error
     result naming it."""
     if limit == math.inf:
-        outcome = await invoke(command, runner, run_call, deps)
-        return ToolReturned(command.id, outcome.content, outcome.is_error, now=now())
+        return returned(command, await invoke(command, runner, run_call, deps), now())
     with anyio.move_on_after(limit):
-        outcome = await invoke(command, runner, run_call, deps)
-        return ToolReturned(command.id, outcome.content, outcome.is_error, now=now())
+        return returned(command, await invoke(command, runner, run_call, deps), now())
     return ToolReturned(command.id, f"{command.name} timed out after {limit:g} s", True, now=now())
 
 

@@ -36,7 +36,6 @@ from turnstile.core import (
     ModelReplied,
     Observation,
     RunTool,
-    Tick,
     Tool,
     ToolOutcome,
 )
@@ -51,6 +50,7 @@ except ModuleNotFoundError as error:
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
+from ._agent import Agent, unpacked
 from ._effects import JournalArg, check_model, model_failed, opened
 from ._events import Update
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
@@ -65,7 +65,7 @@ Work = Callable[[], Awaitable[Observation]]
 
 
 def updates(
-    spec: LoopSpec, prompt: str | Sequence[Message] | None = None, **options: Any
+    spec: LoopSpec | Agent, prompt: str | Sequence[Message] | None = None, **options: Any
 ) -> contextlib.AbstractAsyncContextManager[Updates]:
     """Start `run(spec, prompt, **options)` and hand over its `Update`s as they happen:
 
@@ -82,10 +82,10 @@ def updates(
 
 
 async def run(
-    spec: LoopSpec,
+    spec: LoopSpec | Agent,
     prompt: str | Sequence[Message] | None = None,
     *,
-    model: AsyncModelClient | ModelClient,
+    model: AsyncModelClient | ModelClient | str | None = None,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
     loop: Loop | None = None,
     journal: JournalArg = None,
@@ -107,8 +107,9 @@ async def run(
     `CallModel.not_before` asks for, instant in tests (trio's `MockClock` does too, but its
     autojump also passes the time while a sync tool or client works in a thread).
     Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
-    `ModelClient`.
+    `ModelClient`. A model string builds an async client.
     """
+    spec, model, tools = unpacked(spec, model, tools, is_async=True)
     check_model(model, can_await=True)
     runner = as_runner(tools)
     run_call = caller(runner, deps)
@@ -122,9 +123,9 @@ async def run(
             journal=journaled,
             on_event=on_event,
             on_update=on_update,
+            on_step=on_step,
         )
-        driver = _Driver(session, model, runner, run_call, approve, tool_timeout, deps)
-        return await driver.drive(on_step)
+        return await _Driver(session, model, runner, run_call, approve, tool_timeout, deps).drive()
 
 
 class _Driver:
@@ -152,17 +153,15 @@ class _Driver:
         self.inbox = Inbox()
         self.tasks: dict[str, anyio.CancelScope] = {}  # the work in flight, by command id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
-        self.armed_for: float | None = None  # the deadline the alarm waits for
         self.rearm: anyio.Event | None = None  # set to make the alarm read the deadline again
-        self.on_step: Callable[[Command | Observation], None] | None = None
         self.inline_key: str | None = None  # the work this task awaits itself, if any
         self.inline_scope = anyio.CancelScope()  # ...and its scope
-        self.complete = model_caller(model, session.on_delta, session.loop)
+        self.complete = model_caller(model, session)
 
     async def model_call(self, command: CallModel) -> Observation:
         now = self.now
-        if command.not_before is not None:  # on the clock that stamps observations
-            await anyio.sleep(self.session.wait(command))
+        if (wait := self.session.wait(command)) > 0:  # on the clock that stamps observations
+            await anyio.sleep(wait)
         self.session.calling(command)
         try:
             response = await self.complete(command)
@@ -196,21 +195,12 @@ class _Driver:
     def step(self, obs: Observation | None) -> None:
         """Hand `obs` to the loop (or begin) and queue what it decides in `launch`: calls are
         journaled as started, and everything made durable, before any of it runs."""
-        session, on_step = self.session, self.on_step
-        if obs is None:
-            commands = session.start()
-        else:
-            commands = session.send(obs)
-            if on_step is not None:  # once recorded: a dump taken there holds it
-                on_step(obs)
+        session = self.session
+        commands = session.start() if obs is None else session.send(obs)
         for handed in session.hand_out(commands, self.approve is not None):
             self.launch.append((handed.id, self.work(handed)))
-        if on_step is not None:  # once every call handed out is recorded as started
-            for command in commands:
-                on_step(command)
         self.abandon_stale()
-        deadline = session.deadline()
-        if deadline != self.armed_for and self.rearm is not None:
+        if self.rearm is not None and session.alarm_moved():
             self.rearm.set()
 
     def work(self, command: CallModel | RunTool | AwaitApproval) -> Work:
@@ -241,28 +231,25 @@ class _Driver:
     async def alarm(self) -> None:
         """Wake the loop when its deadline is due, even while every task is still busy. The
         deadline moves as the run goes (time spent waiting only for a person does not count),
-        so `step` re-arms this when it does; a `Tick` goes out only once the loop says its
-        deadline has passed."""
-        session, now = self.session, self.now
+        so `step` re-arms this when it does; the session says when a `Tick` goes out."""
+        session = self.session
         while True:
-            deadline = self.armed_for = session.deadline()
+            wait = session.alarm(1e-6)
             self.rearm = rearm = anyio.Event()
-            if deadline is None:
+            if wait is None:
                 await rearm.wait()
                 continue
-            wait = max(deadline - now(), 1e-6)  # never a busy loop on a clock's rounding
             with anyio.CancelScope(deadline=anyio.current_time() + wait):
                 await rearm.wait()
                 continue
-            if session.loop.deadline_passed(now()):
-                self.step(Tick(now=now()))
+            if (tick := session.tick()) is not None:
+                self.step(tick)
                 self.inbox.wake()
 
-    async def drive(self, on_step: Callable[[Command | Observation], None] | None) -> Run:
+    async def drive(self) -> Run:
         """Carry out the loop's commands until it finishes or only approvals are left. Work
         handed out alone, with nothing else in flight (a model call, a lone tool call), is
         awaited here, not in a task of its own: the common turn costs no task."""
-        self.on_step = on_step
         if "trio" in sys.modules:  # a Ctrl-C must not land halfway through a step
             import trio
 

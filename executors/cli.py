@@ -1,8 +1,10 @@
 """The `turnstile` command. User mistakes end in one line on stderr and exit code 2.
 
-`run` and `replay` use a provider's SDK and `validate` may replay a trace; those imports wait
-until such a command runs, so the rest (`turnstile demo` among it) needs only the core's
-dependencies and starts fast.
+`turnstile run module:agent PROMPT` runs an `Agent` found in the user's code, its text streamed
+as it comes, under a status line (`_console`); `--journal` keeps it resumable, and
+`turnstile show --follow` follows a journal as its run writes it. `run --provider` and `replay`
+use a provider's SDK and `validate` may replay a trace; those imports wait until such a command
+runs, so the rest (`turnstile demo` among it) needs only the core's dependencies and starts fast.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import msgspec
 from turnstile.core import (
@@ -33,17 +35,20 @@ from turnstile.core import (
 from turnstile.core.decoding import decoded
 from turnstile.core.diagram import dot, mermaid
 from turnstile.core.messages import HistoryProblem, history_problems
-from turnstile.executors import CorruptJournal, Journal, RunFailed, TornJournal, sync, transcript
+from turnstile.executors import (
+    Agent,
+    CorruptJournal,
+    Journal,
+    Run,
+    RunFailed,
+    TornJournal,
+    sync,
+    transcript,
+)
+from turnstile.executors._console import Display, Mirror, follow, live_terminal
 from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
-from turnstile.providers import Delta, TextDelta
+from turnstile.providers import Delta, TextDelta, model_client
 
-_PROVIDERS = {
-    "anthropic": ("anthropic_messages", "anthropic", "ANTHROPIC_API_KEY"),
-    "openai-chat": ("openai_chat", "openai", "OPENAI_API_KEY"),
-    "openai-responses": ("openai_responses", "openai", "OPENAI_API_KEY"),
-}
-"""Each provider `turnstile run` knows: its format module, its SDK (and extra), the variable
-holding its key."""
 _SPEC = msgspec.json.Decoder(LoopSpec).decode
 
 
@@ -58,20 +63,27 @@ def _read(path: str) -> bytes:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
+def _named(given: str, kind: str) -> object:
+    """The object "module:attribute" names, imported from the current folder (as `python -m`
+    would: the user's own modules); `kind` is what the user meant it to be."""
+    module, _, name = given.partition(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"cannot import the {kind} {given}: {e}") from None
+
+
 def _spec(given: str | None) -> LoopSpec:
-    """The spec given with `--spec`: a file holding a `LoopSpec` as JSON, or where one lives in
-    code as "module:attribute" (imported from the current folder, as `python -m` would);
-    without one, the default spec."""
+    """The spec given with `--spec`: a file holding a `LoopSpec` as JSON, or where one (or an
+    `Agent`) lives in code as "module:attribute"; without one, the default spec."""
     if given is None:
         return LoopSpec()
     if not Path(given).exists() and ":" in given:
-        module, _, name = given.partition(":")
-        if "" not in sys.path and os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's own modules
-        try:
-            found = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as e:
-            raise UsageError(f"cannot import the spec {given}: {e}") from None
+        found = _named(given, "spec")
+        if isinstance(found, Agent):
+            return found.spec
         if not isinstance(found, LoopSpec):
             raise UsageError(
                 f"{given}: not a LoopSpec but an object of type {type(found).__name__}"
@@ -115,7 +127,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    print(transcript(_load(args.state, args.spec)[0].state))
+    if not args.follow:
+        print(transcript(_load(args.state, args.spec)[0].state))
+        return 0
+    if not _read(args.state).startswith(JOURNAL_MAGIC):
+        raise UsageError(f"{args.state}: not a journal: --follow follows a run's journal")
+    try:
+        follow(Path(args.state), Loop(_spec(args.spec)))
+    except CorruptJournal as e:
+        raise UsageError(str(e)) from None
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 
@@ -206,27 +228,6 @@ def _diagram(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client(provider: str) -> tuple[Any, Any]:
-    """The provider's format module, and its SDK's client, configured from the environment (key,
-    base URL, ...) as the SDK documents."""
-    module, sdk, variable = _PROVIDERS[provider]
-    if not os.environ.get(variable):
-        raise UsageError(f"{variable} is not set: export it to use --provider {provider}")
-    try:
-        wire = importlib.import_module(f"turnstile.providers.{module}")
-        if sdk == "anthropic":
-            import anthropic
-
-            return wire, anthropic.Anthropic()
-        import openai
-
-        return wire, openai.OpenAI()
-    except ModuleNotFoundError as error:
-        from turnstile.providers.extras import missing_extra
-
-        raise missing_extra(error, sdk, needed_by=f"turnstile run --provider {provider}") from None
-
-
 def _print_delta(delta: Delta) -> None:
     if type(delta) is TextDelta:
         print(delta.text, end="", file=sys.stderr, flush=True)
@@ -238,14 +239,85 @@ def _end_reply(step: Command | Observation) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """`run AGENT [PROMPT]`, or `run --provider P PROMPT`."""
+    if args.provider is not None:
+        if args.prompt is not None:
+            raise UsageError("run --provider takes one argument, the prompt (or an agent, alone)")
+        return _run_provider(args, args.target)
+    if args.target is None:
+        raise UsageError("run needs an agent, as module:attribute (or --provider)")
+    agent = _named(args.target, "agent")
+    if not isinstance(agent, Agent):
+        raise UsageError(
+            f"{args.target}: not an Agent but an object of type {type(agent).__name__}"
+        )
+    return _run_agent(args, agent)
+
+
+def _run_provider(args: argparse.Namespace, prompt: str | None) -> int:
     """Run the loop once against the API; print the transcript. Exit 1, saying why on stderr, if
     the run failed (`Run.error`)."""
-    wire, sdk = _client(args.provider)
     delta, step = (_print_delta, _end_reply) if args.stream else (None, None)
-    client = wire.Client(sdk, model=args.model, stream=args.stream, on_delta=delta)
+    model = args.provider if args.model is None else f"{args.provider}:{args.model}"
+    client = model_client(model, stream=args.stream, on_delta=delta)
     spec = LoopSpec(system=args.system, max_tokens=args.max_tokens)
-    run = sync.run(spec, args.prompt, model=client, on_step=step)
+    try:
+        run = sync.run(spec, prompt, model=client, on_step=step, journal=args.journal)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     print(transcript(run.state))
+    return _failed(run)
+
+
+def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
+    """Run the agent, its text streamed to stdout as it comes, a status line under it; print
+    its typed answer, if it has one. Ctrl-C ends it (exit 130), resumable from its journal."""
+    mirror = Mirror(_resumed(agent, args.journal))
+    live = live_terminal(sys.stdout)
+    display = Display(mirror, priced=bool(agent.spec.prices), out=sys.stdout, err=sys.stderr,
+                      live=live)  # fmt: skip
+    if mirror.loop.state.events:
+        display.note(f"resuming the run in {args.journal} ({len(mirror.loop.state.events)} events)")
+    try:
+        with display:
+            run = sync.run(
+                agent,
+                args.prompt,
+                journal=args.journal,
+                on_update=display.update,
+                on_event=display.event,
+                approve=display.ask if sys.stdin.isatty() else None,
+            )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    except KeyboardInterrupt:
+        again = f": resume it with turnstile run --journal {args.journal} {args.target}"
+        print(f"turnstile: cancelled{again if args.journal else ''}", file=sys.stderr)
+        return 130
+    for waiting in run.waiting:  # no terminal to ask on
+        print(
+            f"turnstile: {waiting.name} ({waiting.id}) awaits approval: run it on a terminal to "
+            "answer, or in code with approve=",
+            file=sys.stderr,
+        )
+    if agent.spec.output is not None and run.output is not None:
+        print(msgspec.json.encode(run.output).decode())
+    return 1 if run.waiting else _failed(run)
+
+
+def _resumed(agent: Agent, journal: str | None) -> Loop:
+    """The loop a journal holds so far (a fresh one when there is none), for the status line."""
+    if journal is None or not Path(journal).exists():
+        return Loop(agent.spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TornJournal)
+        try:
+            return Journal.replay(journal, agent.spec)
+        except TurnstileError:
+            return Loop(agent.spec)  # the run says what is wrong with it
+
+
+def _failed(run: Run) -> int:
     try:
         run.raise_for_error()
     except RunFailed as failed:
@@ -279,14 +351,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed version, read only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from turnstile.core import __version__
+
+        print(f"turnstile {__version__}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="turnstile", description="Run and inspect agent loops.")
+    p.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="answer the weather question offline").set_defaults(fn=_demo)
     spec_help = 'the run\'s LoopSpec, as a JSON file or "module:attribute" (runs with tools)'
     show = sub.add_parser("show", help="print a dumped state or a journal as a transcript")
     show.add_argument("state", metavar="STATE|JOURNAL")
     show.add_argument("--spec", metavar="SPEC", help=spec_help)
+    show.add_argument(
+        "--follow", action="store_true", help="follow a journal as its run writes it, to its end"
+    )
     show.set_defaults(fn=_show)
     check = sub.add_parser("validate", help="check a trace, a dumped state or a journal")
     check.add_argument("path", metavar="TRACE|STATE|JOURNAL")
@@ -295,19 +381,30 @@ def parser() -> argparse.ArgumentParser:
     draw = sub.add_parser("diagram", help="draw the loop's state machine")
     draw.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
     draw.set_defaults(fn=_diagram)
-    run = sub.add_parser("run", help="answer a prompt with a provider's API (no tools)")
-    run.add_argument("--provider", required=True, choices=sorted(_PROVIDERS))
-    run.add_argument("--model", help="the model name (default: the provider client's default)")
-    run.add_argument("--stream", action="store_true", help="stream the reply, text to stderr")
-    run.add_argument("--system", help="a system prompt")
+    run = sub.add_parser(
+        "run",
+        help="run an agent (module:attribute) on a prompt, or a provider's model (--provider)",
+        description="turnstile run module:agent PROMPT | turnstile run --provider P PROMPT",
+    )
+    run.add_argument("target", nargs="?", metavar="AGENT", help="where the Agent lives in code")
+    run.add_argument("prompt", nargs="?", help="the prompt (none to resume a --journal)")
     run.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="keep the run's events in this file: a run cut short resumes from it",
+    )
+    runs = run.add_argument_group("a provider's model alone (no agent, no tools)")
+    runs.add_argument("--provider", help="anthropic, openai (Chat Completions), openai-responses")
+    runs.add_argument("--model", help="the model's name (default: the format's default)")
+    runs.add_argument("--stream", action="store_true", help="stream the reply, text to stderr")
+    runs.add_argument("--system", help="a system prompt")
+    runs.add_argument(
         "--max-tokens",
         type=int,
         default=LoopSpec().max_tokens,
         metavar="N",
         help="the token limit of each reply (default: %(default)s)",
     )
-    run.add_argument("prompt")
     run.set_defaults(fn=_run)
     replay = sub.add_parser("replay", help="replay a recorded trace, print its transcript")
     replay.add_argument("trace")

@@ -2,19 +2,22 @@
 
 The codecs are submodules (`anthropic_messages`, `openai_chat`, `openai_responses`, each with
 `encode`, `decode`, `StreamAccumulator` and `Client`), and so are wire traces (`replay`); here
-are what they share: their errors, stream deltas and the encode cache.
+are what they share: their errors, stream deltas and the encode cache, and `model_client`,
+which builds a codec's `Client` from a model string (`"openai:gpt-4.1"`).
 """
 
 __all__ = [
     "ArgumentsDelta",
     "DecodeError",
     "Delta",
+    "MissingAPIKey",
     "MissingExtra",
     "ProviderError",
     "TextDelta",
     "ThinkingDelta",
     "UnsupportedContent",
     "WireCache",
+    "model_client",
 ]
 
 from ._cache import WireCache as WireCache
@@ -25,4 +28,6 @@ from ._deltas import ThinkingDelta as ThinkingDelta
 from ._errors import DecodeError as DecodeError
 from ._errors import ProviderError as ProviderError
 from ._errors import UnsupportedContent as UnsupportedContent
+from ._models import MissingAPIKey as MissingAPIKey
+from ._models import model_client as model_client
 from ._optional import MissingExtra as MissingExtra

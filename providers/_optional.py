@@ -15,9 +15,12 @@ class MissingExtra(TurnstileError, ImportError):
     install (`pip install 'turnstile[extra]'`)."""
 
 
-def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> ImportError:
-    """The error to raise for `error`: a `MissingExtra` naming `extra` when the missing module is
-    one that extra installs (`extra`'s own name, e.g. "trio", or a package it pulls in), else
+def missing_extra(
+    error: ModuleNotFoundError, extra: str | tuple[str, ...], *, needed_by: str
+) -> ImportError:
+    """The error to raise for `error`: a `MissingExtra` naming `extra` (the smallest extra that
+    installs what is missing; or extras that each do, as a tuple) when the missing module is one
+    that extra installs (`extra`'s own name, e.g. "trio", or a package it pulls in), else
     `error` itself, so a broken install of something else is not misreported."""
     installs = {
         "anthropic": ("anthropic", "httpx2"),
@@ -26,23 +29,15 @@ def missing_extra(error: ModuleNotFoundError, extra: str, *, needed_by: str) -> 
         "trio": ("trio", "anyio"),
         "temporal": ("temporalio",),
         "otel": ("opentelemetry",),
-        "all": (
-            "anthropic",
-            "openai",
-            "httpx2",
-            "trio",
-            "anyio",
-            "temporalio",
-            "mcp",
-            "opentelemetry",
-        ),
+        "cli": ("rich",),
+        "pytest": ("pytest", "syrupy"),
     }
+    extras = (extra,) if isinstance(extra, str) else extra
     missing = (error.name or "").partition(".")[0]
-    if missing not in installs.get(extra, (extra,)):
+    if not any(missing in installs.get(e, (e,)) for e in extras):
         return error
-    return MissingExtra(
-        f"{needed_by} needs the {missing} package: pip install 'turnstile[{extra}]'"
-    )
+    install = " or ".join(f"'turnstile[{e}]'" for e in extras)
+    return MissingExtra(f"{needed_by} needs the {missing} package: pip install {install}")
 
 
 def installed(name: str) -> ModuleType | None:

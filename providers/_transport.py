@@ -43,8 +43,10 @@ from ._optional import installed, missing_extra, required
 
 try:
     import httpx2
-except ModuleNotFoundError as err:  # the transports below are httpx2's
-    raise missing_extra(err, "all", needed_by="recording and replaying traces") from None
+except ModuleNotFoundError as err:  # the transports below are httpx2's, as the SDKs are
+    raise missing_extra(
+        err, ("anthropic", "openai"), needed_by="recording and replaying traces"
+    ) from None
 
 if TYPE_CHECKING:
     import anthropic

@@ -5,10 +5,13 @@ appears or vanishes by accident fails a test (as trio's test_exports does). A pa
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import pkgutil
 import subprocess
 import sys
 import textwrap
+import tomllib
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -96,12 +99,14 @@ EXPORTS = {
         "ArgumentsDelta",
         "DecodeError",
         "Delta",
+        "MissingAPIKey",
         "MissingExtra",
         "ProviderError",
         "TextDelta",
         "ThinkingDelta",
         "UnsupportedContent",
         "WireCache",
+        "model_client",
     ],
     "turnstile.providers.client": ["WireClient"],
     "turnstile.providers.extras": ["missing_extra", "required"],
@@ -132,6 +137,7 @@ EXPORTS = {
         "spec_for",
     ],
     "turnstile.executors": [
+        "Agent",
         "ApprovalNeeded",
         "AsyncModelClient",
         "CorruptJournal",
@@ -303,6 +309,15 @@ def test_lazy_submodules_are_listed_yet_imported_only_when_used() -> None:
 def test_removed_and_moved_names_are_gone_from_the_old_home(module: str, name: str) -> None:
     with pytest.raises(AttributeError):
         getattr(importlib.import_module(module), name)
+
+
+def test_the_version_is_the_one_in_pyproject_read_when_asked() -> None:
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    core = importlib.import_module("turnstile.core")
+    assert core.__version__ == importlib.metadata.version("turnstile")
+    assert core.__version__ == project["project"]["version"]
+    with pytest.raises(AttributeError):
+        core.__versoin__  # noqa: B018
 
 
 def test_the_async_executor_s_old_module_name_is_gone() -> None:

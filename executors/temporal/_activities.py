@@ -1,21 +1,27 @@
-"""The activities a worker runs for its workflows: a model call, a tool call, and the specs
-of the tools it runs (for a spec that names none).
+"""The activities: what a worker runs for its workflows (a model call, a tool call, the specs
+of the tools it runs, for a spec that names none), and how a workflow schedules each.
 
-They resolve the model by the name the run was started with and the tool by the call's name,
-heartbeat while they wait (so a worker that dies is noticed within the heartbeat timeout) and
-return the observation as bytes; the workflow stamps its time on it.
+A worker resolves the model by the name the run was started with and the tool by the call's
+name, heartbeats while it waits (so a worker that dies is noticed within the heartbeat timeout)
+and returns the observation as bytes; the workflow stamps its time on it. The workflow tries a
+model call, or a replay-safe tool, `Options.attempts` times; a call whose worker never reports
+back becomes the observation the loop takes for it (a retryable failure, an interrupted tool).
 """
 
 from __future__ import annotations
 
-__all__ = ["Activities"]
+__all__ = ["Activities", "ask_model", "ask_tool", "ask_tool_specs"]
 
 import asyncio
 from collections.abc import Awaitable, Mapping
+from datetime import timedelta
 from typing import Any, TypeVar, cast
 
-from temporalio import activity
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 from turnstile.core import (
+    CallModel,
     ModelFailed,
     ModelReplied,
     ModelRequest,
@@ -24,8 +30,10 @@ from turnstile.core import (
     ToolContext,
     ToolOutcome,
     ToolReturned,
+    ToolSpec,
 )
 from turnstile.core.messages import ModelResponse
+from turnstile.core.state import INTERRUPTED
 from turnstile.executors._effects import model_failed
 from turnstile.executors._invoke import ainvoke
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
@@ -35,8 +43,11 @@ from ._wire import (
     MODEL_ACTIVITY,
     SPECS_ACTIVITY,
     TOOL_ACTIVITY,
+    Options,
     decode_call_model,
+    decode_outcome,
     decode_run_tool,
+    decode_specs,
     encode,
 )
 
@@ -118,3 +129,65 @@ class Activities:
         if tool is not None and tool.is_async:
             return await ainvoke(tool, call.arguments, ToolContext(call.id, self._deps))
         return await asyncio.to_thread(self._run_call, call)
+
+
+# -- the workflow's side -----------------------------------------------------------------------
+
+
+async def ask_model(options: Options, model: str, command: CallModel) -> Observation:
+    """`command` as an activity of the worker that knows `model` by that name."""
+    try:
+        data = await workflow.execute_activity(
+            MODEL_ACTIVITY,
+            args=[model, encode(command)],
+            result_type=bytes,
+            activity_id=f"model:{command.id}",
+            start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
+            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
+            retry_policy=_retries(options, options.attempts),
+        )
+    except ActivityError as e:
+        message = f"the model call never returned: {e.cause or e}"
+        return ModelFailed(command.id, message, True, now=0.0)
+    return decode_outcome(data)
+
+
+async def ask_tool(options: Options, spec: ToolSpec | None, command: RunTool) -> Observation:
+    """`command` as an activity, within its tool's `spec` (its timeout, whether it is safe to
+    try again); one whose worker never reports back was interrupted."""
+    safe = spec is not None and spec.replay_safe
+    limit = spec.timeout_s if spec is not None and spec.timeout_s else None
+    try:
+        data = await workflow.execute_activity(
+            TOOL_ACTIVITY,
+            encode(command),
+            result_type=bytes,
+            activity_id=command.id,
+            start_to_close_timeout=timedelta(
+                seconds=options.tool_timeout_s if limit is None else limit + options.heartbeat_s
+            ),
+            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
+            retry_policy=_retries(options, options.attempts if safe else 1),
+        )
+    except ActivityError:
+        return ToolReturned(command.id, INTERRUPTED, True, now=0.0)
+    return decode_outcome(data)
+
+
+async def ask_tool_specs(options: Options) -> tuple[ToolSpec, ...]:
+    """The specs of the tools a worker runs, asked of one."""
+    data = await workflow.execute_activity(
+        SPECS_ACTIVITY,
+        result_type=bytes,
+        activity_id="tool-specs",
+        start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
+        retry_policy=_retries(options, options.attempts),
+    )
+    return decode_specs(data)
+
+
+def _retries(options: Options, attempts: int) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=options.retry_interval_s),
+        maximum_attempts=attempts,
+    )

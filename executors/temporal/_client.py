@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 from temporalio.client import (
     Client,
     WorkflowHandle,
@@ -28,9 +29,11 @@ from turnstile.core import (
     Started,
 )
 from turnstile.core.messages import Message
+from turnstile.executors._agent import Agent, unpacked
 from turnstile.executors._events import ModelCallStarted, Narrator, Update
 from turnstile.executors._run import Run
 from turnstile.executors._session import check_prompt
+from turnstile.executors._toolbox import as_runner
 
 from ._wire import DEFAULT_OPTIONS, TASK_QUEUE, WORKFLOW, Input, Options, encode, shippable
 
@@ -157,10 +160,10 @@ class LoopHandle:
 
 async def start(
     client: Client,
-    spec: LoopSpec,
+    spec: LoopSpec | Agent,
     prompt: str | Sequence[Message] | None = None,
     *,
-    model: str,
+    model: str | None = None,
     id: str,
     task_queue: str = TASK_QUEUE,
     loop: Loop | None = None,
@@ -177,13 +180,27 @@ async def start(
     while the handle's `result()` waits (the model streams in the worker, so no deltas).
     `start_options` go to `Client.start_workflow`.
 
+    An `Agent` in place of the spec names its model by its string (`"openai:gpt-4.1"`: the
+    worker's `models` hold a client under that name); its tools run in the worker, which must
+    have them (`worker(..., tools=agent.tools)`): the run names them, so a worker without them
+    refuses it.
+
     Raises `ValueError` for a spec JSON cannot carry (code in it) and for a prompt the loop
-    cannot start from.
+    cannot start from; `TypeError` for an agent whose model is a client (a worker's, known by
+    a name) or given `model=` again.
     """
+    spec, name, tools = unpacked(spec, model, (), is_async=None)
+    if not isinstance(name, str):
+        raise TypeError(
+            f"a Temporal run names its model, and the worker holds the client: give the agent a "
+            f"model string, or start its spec with model= a name; not {name!r}"
+        )
+    if tools != () and not spec.tools:
+        spec = msgspec.structs.replace(spec, tools=tuple(as_runner(tools).specs))
     check_prompt(prompt, loop)
     given = Input(
         spec=shippable(spec),
-        model=model,
+        model=name,
         prompt=prompt if prompt is None or isinstance(prompt, str) else list(prompt),
         resumed=loop is not None and prompt is None,
         options=options,
@@ -200,7 +217,7 @@ async def start(
 
 async def run(
     client: Client,
-    spec: LoopSpec,
+    spec: LoopSpec | Agent,
     prompt: str | Sequence[Message] | None = None,
     **kwargs: Any,
 ) -> Run:

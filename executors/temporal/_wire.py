@@ -71,8 +71,8 @@ DEFAULT_OPTIONS = Options()
 class Input(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A workflow's first argument (its second is the loop's dump, or empty). `prompt` starts a
     run; without one a dump is resumed: `resumed` tells the loop it was (a dump from another
-    process), else its outstanding commands are carried on (a continue-as-new). `offset` is
-    added to `workflow.time()` so a resumed loop's time goes on from its last event."""
+    process), else its outstanding commands are carried on (a continue-as-new), with `offset`,
+    what the run's clock adds to `workflow.time()` (`Session.offset`)."""
 
     spec: LoopSpec
     model: str

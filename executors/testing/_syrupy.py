@@ -6,9 +6,15 @@ __all__ = ["TranscriptExtension"]
 
 from typing import Any
 
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from turnstile.core import LoopState
 from turnstile.executors import Run, transcript
+
+try:
+    from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+except ModuleNotFoundError as error:
+    from turnstile.providers.extras import missing_extra
+
+    raise missing_extra(error, "pytest", needed_by="TranscriptExtension") from None
 
 
 class TranscriptExtension(SingleFileSnapshotExtension):

@@ -1,12 +1,10 @@
-"""A small driver for tests: scripts observations, keeps a readable log for snapshots, its arrows
-as the executors draw them: `→` a command out of the loop, `←` an observation into it."""
+"""A small driver for tests: scripts observations and keeps the run's steps for its snapshot,
+written as every snapshot writes a run (`tests.steps`)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import msgspec
 from turnstile.core import (
     CallModel,
     Command,
@@ -14,6 +12,7 @@ from turnstile.core import (
     LoopSpec,
     ModelReplied,
     Observation,
+    Started,
     ToolReturned,
     ToolSpec,
 )
@@ -27,11 +26,9 @@ from turnstile.core.messages import (
     validate_history,
 )
 
+from tests.steps import run_log, step_line
+
 SMALL = Usage(10, 5)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(msgspec.to_builtins(value), ensure_ascii=False, sort_keys=True)
 
 
 def reply(*parts: Part | str, stop: ModelStop | None = None, usage: Usage = SMALL) -> ModelResponse:
@@ -59,7 +56,6 @@ class Driver:
         self.log: list[str] = []
         self.now = 0.0
         self.last: list[Command] = []
-        self._seen = 0
 
     @property
     def state(self):
@@ -69,29 +65,18 @@ class Driver:
         for c in commands:
             if type(c) is CallModel:
                 validate_history(c.request.messages)
-                messages = list(c.request.messages)
-                new, self._seen = messages[self._seen :], len(messages)
-                tools = [t.name for t in c.request.tools]
-                self.log.append(
-                    f"→ call_model {c.id} {c.request.purpose.value} tools={tools} new={_json(new)}"
-                )
-            else:
-                fields = msgspec.to_builtins(c)
-                kind = fields.pop("type")
-                self.log.append(
-                    f"→ {kind} {json.dumps(fields, ensure_ascii=False, sort_keys=True)}"
-                )
+            self.log.append(step_line(c))
         self.last = commands
         return commands
 
     def start(self, prompt: str = "hi") -> list[Command]:
-        self.log.append(f"← start {prompt!r} @{self.now}")
-        return self._record(self.loop.start(prompt, self.now))
+        commands = self.loop.start(prompt, self.now)
+        started = [e for e in self.state.events if type(e) is Started][-1]
+        self.log.append(step_line(started))
+        return self._record(commands)
 
     def send(self, obs: Observation) -> list[Command]:
-        fields = msgspec.to_builtins(obs)
-        kind = fields.pop("type")
-        self.log.append(f"← {kind} {json.dumps(fields, ensure_ascii=False, sort_keys=True)}")
+        self.log.append(step_line(obs))
         return self._record(self.loop.send(obs))
 
     def pending_model(self) -> str:
@@ -117,9 +102,13 @@ class Driver:
         return self.send(ToolReturned(call_id, content, is_error, now=self.now))
 
     def transcript(self) -> str:
-        st = self.state
-        tail = (
-            f"== phase={st.phase} stop={st.stop_reason.value} turns={st.turns} "
-            f"usage={st.usage.input_tokens}/{st.usage.output_tokens} output={_json(st.output)}"
-        )
-        return "\n".join([*self.log, tail])
+        """The run as its snapshot shows it: its steps, then its transcript."""
+        return run_log(self.log, self.state)
+
+
+def deep(kind: type, levels: int = 3000) -> Any:
+    """A value nested `levels` deep in lists (`kind` list) or in dicts (`kind` dict)."""
+    value: Any = 1
+    for _ in range(levels):
+        value = [value] if kind is list else {"a": value}
+    return value

@@ -1,4 +1,4 @@
-"""One scenario per stop reason, each snapshotted as its full command/observation log."""
+"""One scenario per stop reason, each snapshotted as its steps and its transcript."""
 
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ def test_stop_conditions(snapshot) -> None:
     d.reply(call("a", "t"))
     d.result("a")
     finished(d, StopReason.stop_condition)
+    assert d.last[-1].output is None
     assert d.transcript() == snapshot
 
     d = Driver(spec("t", stop_when=(TurnCountIs(2),)))
@@ -148,6 +149,7 @@ def test_context_budget_keeps_the_reserve_free(snapshot) -> None:
     assert final.request.purpose == "finalize"
     d.reply("summary")
     finished(d, StopReason.context_budget)
+    assert d.last[-1].output == "summary" and d.state.turns == 2
     assert d.transcript() == snapshot
 
 
@@ -161,6 +163,7 @@ def test_repeated_call(snapshot) -> None:
     finished(d, StopReason.repeated_call)
     last = d.state.messages[-1].results[0]
     assert last.is_error and "already called 2 times" in last.content
+    assert d.last[-1].output is None and d.state.turns == 3
     assert d.transcript() == snapshot
 
 
@@ -190,6 +193,7 @@ def test_tool_errors(snapshot) -> None:
     d.reply(call("b", "flaky", n=2))
     d.result("b", "boom again", is_error=True)
     finished(d, StopReason.tool_errors)
+    assert d.last[-1].output is None and d.state.turns == 2
     assert d.transcript() == snapshot
 
 
@@ -211,6 +215,7 @@ def test_model_error_after_retries(snapshot) -> None:
     d.send(ModelFailed(d.pending_model(), "overloaded", True, now=d.now))
     finished(d, StopReason.model_error)
     assert d.state.turns == 0 and d.state.model_calls == 3
+    assert d.last[-1].output is None
     assert d.transcript() == snapshot
 
 
@@ -268,6 +273,7 @@ def test_cancel_mid_batch(snapshot) -> None:
         "no result: the run was cancelled (user pressed ctrl-c) before this call returned",
         "not run: the run was cancelled (user pressed ctrl-c)",
     ]
+    assert d.last[-1].output is None
     assert d.transcript() == snapshot
 
 

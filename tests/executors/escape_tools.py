@@ -1,7 +1,7 @@
-"""Tools that try the escapes of issue 14 from inside a sandboxed call: the host's IPC objects,
-host files the call has no need of, the host's unix sockets, address families it has no use
-for. Each reports what it got ("ok", what it read, or the error), so a test tells a refusal from
-a success; the host-side helpers make the objects they go for (or look for what a call left)."""
+"""Tools that try to escape from inside a sandboxed call: the host's IPC objects, host files the
+call has no need of, the host's unix sockets, address families it has no use for. Each reports what
+it got ("ok", what it read, or the error), so a test tells a refusal from a success; the host-side
+helpers make the objects they go for (or look for what a call left)."""
 
 from __future__ import annotations
 

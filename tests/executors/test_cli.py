@@ -96,10 +96,18 @@ def test_validate_a_trace_that_no_longer_replays_is_a_usage_error(
 
 def test_a_usage_mistake_is_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
-        cli.main(["run", "--provider", "gemini", "hi"])
+        cli.main(["run", "--provider", "anthropic", "--max-tokens", "many", "hi"])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "invalid choice: 'gemini'" in err
+    assert err.count("\n") == 1 and "invalid int value: 'many'" in err
+
+
+def test_an_unknown_provider_names_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--provider", "gemini", "hi"]) == 2
+    assert capsys.readouterr().err == (
+        "turnstile: model: 'gemini' names no provider: a model string starts with anthropic:, "
+        "openai:, openai-chat:, openai-responses:\n"
+    )
 
 
 @pytest.mark.parametrize("command", [["diagram"], ["demo"]])

@@ -60,7 +60,7 @@ def test_run_without_a_key_is_one_line_and_exit_2(
     assert one_line(captured.err) and captured.out == ""
     assert (
         captured.err
-        == f"turnstile: {variable} is not set: export it to use --provider {provider}\n"
+        == f"turnstile: {variable} is not set: export it to use the model {provider}:m\n"
     )
 
 
@@ -197,6 +197,6 @@ def test_run_without_the_sdk_names_the_extra_to_install(
     monkeypatch.setitem(sys.modules, "openai", None)  # import openai -> ModuleNotFoundError
     assert turnstile("run", "--provider", "openai-chat", "你好") == 2
     assert capsys.readouterr().err == (
-        "turnstile: turnstile run --provider openai-chat needs the openai package: "
+        "turnstile: the model openai-chat needs the openai package: "
         "pip install 'turnstile[openai]'\n"
     )

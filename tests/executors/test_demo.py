@@ -1,4 +1,5 @@
-"""`turnstile demo`: the weather conversation, offline; its whole trace is snapshotted."""
+"""`turnstile demo`: the weather conversation, offline; its steps, transcript and final state are
+snapshotted."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import json
 import subprocess
 import sys
 
-import msgspec
-from turnstile.core import Guards, StopReason
+from turnstile.core import CallModel, Guards, StopReason
 from turnstile.core.messages import validate_history
+from turnstile.core.request import CachePolicy
 from turnstile.executors import cli, invoke, sync
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
+
+from tests.steps import run_log, step_line
 
 
 def test_the_demo_trace_and_final_state(snapshot) -> None:
@@ -26,11 +29,12 @@ def test_the_demo_trace_and_final_state(snapshot) -> None:
     assert run.stop_reason is StopReason.completed and run.state.turns == 2
     assert (run.state.usage.input_tokens, run.state.usage.output_tokens) == (805, 251)
     validate_history(run.messages)
-    trace = [
-        json.dumps(msgspec.to_builtins(s, enc_hook=list), ensure_ascii=False, sort_keys=True)
-        for s in steps
-    ]
-    assert trace == snapshot(name="steps")
+    first = steps[0]
+    assert type(first) is CallModel and first.request.system == "你是一个天气助手。"
+    assert first.request.max_tokens == 1024 and first.request.cache == CachePolicy()
+    assert list(first.request.tools) == [get_weather.spec]
+    assert first.request.cache_key == "turnstile-b78fe3fee9ae9cf272293417"
+    assert run_log([step_line(s) for s in steps], run.state) == snapshot(name="run")
     assert json.loads(run.loop.dump()) == snapshot(name="final_state")
 
 

@@ -16,23 +16,14 @@ from syrupy.extensions.amber import AmberSnapshotExtension
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 from turnstile.core import (
-    CallModel,
     Command,
-    Finish,
     ModelFailed,
     ModelReplied,
     Observation,
-    RunTool,
     StopReason,
-    ToolReturned,
 )
 from turnstile.core.messages import (
     AssistantMessage,
-    Document,
-    Image,
-    Opaque,
-    Text,
-    Thinking,
     ToolCall,
     validate_history,
 )
@@ -47,6 +38,8 @@ from turnstile.providers.replay import (
     load_trace,
     spec_for,
 )
+
+from tests.steps import run_log, step_line
 
 from .backoff import retries_wait
 
@@ -112,55 +105,6 @@ WEATHER = [
 ]
 
 
-def _args(arguments: dict[str, Any]) -> str:
-    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-
-
-def _part(part: Any, *, quote_texts: bool) -> str:
-    match part:
-        case Text(text=text):
-            return f"text {text!r}" if quote_texts else "text"
-        case Thinking(redacted=redacted):
-            return "thinking (redacted)" if redacted else "thinking"
-        case ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw):
-            shown = f"raw {raw!r}" if raw is not None else _args(arguments)
-            return f"{name}#{call_id} {shown}" + ("" if part.complete else " [cut off]")
-        case Opaque(format=format, data=data):
-            return f"{format} {data.get('type')}"
-        case Image(url=url, media_type=media_type) | Document(url=url, media_type=media_type):
-            return f"{type(part).__name__.lower()} {url or media_type}"
-    raise AssertionError(part)
-
-
-def step_line(step: Command | Observation, *, quote_texts: bool = False) -> str:
-    """One command or observation as a line; reply texts are left to the transcript unless
-    `quote_texts` asks for them."""
-    match step:
-        case CallModel(id=cid, request=request):
-            tools = ", ".join(t.name for t in request.tools) or "none"
-            n = len(request.messages)
-            messages = f"{n} message{'' if n == 1 else 's'}"
-            return f"→ call_model {cid} [{request.purpose.value}] {messages}, tools: {tools}"
-        case ModelReplied(command_id=cid, response=response):
-            u = response.usage
-            raw = f" ({response.raw_stop})" if response.raw_stop else ""
-            parts = "; ".join(_part(p, quote_texts=quote_texts) for p in response.content)
-            parts = parts or "nothing"
-            usage = f"{u.input_tokens} in / {u.output_tokens} out"
-            return f"← model_replied {cid}: {response.stop.value}{raw} · {usage} · {parts}"
-        case ModelFailed(command_id=cid, message=message, retryable=retryable):
-            return f"← model_failed {cid} ({'retryable' if retryable else 'final'}): {message}"
-        case RunTool(id=call_id, name=name, arguments=arguments):
-            return f"→ run_tool {name}#{call_id} {_args(arguments)}"
-        case ToolReturned(call_id=call_id, content=content, is_error=is_error):
-            if not isinstance(content, str):
-                content = "; ".join(_part(p, quote_texts=True) for p in content)
-            return f"← tool_returned {call_id}{' (error)' if is_error else ''}: {content}"
-        case Finish(reason=reason):
-            return f"→ finish {reason.value}"
-    raise AssertionError(step)
-
-
 def replayed(name: str, *, quote_texts: bool = False) -> tuple[Run, list[str]]:
     steps: list[Command | Observation] = []
     run = replay(FIXTURES / name, on_step=steps.append)
@@ -179,7 +123,7 @@ def test_each_fixture_replays_through_the_sync_executor(name: str, snapshot: Any
     assert run.stop_reason is FINISHES[name]
     assert run.finish is not None and run.finish.reason is FINISHES[name]
     validate_history(run.messages)
-    assert "\n".join([*steps, "", transcript(run.state)]) == snapshot
+    assert run_log(steps, run.state) == snapshot
 
 
 COLD_REPLAYS = """

@@ -1,4 +1,4 @@
-"""Issue 14: what of the host a call can reach. A call's root holds only what it needs, its IPC
+"""What of the host a sandboxed call can reach. A call's root holds only what it needs, its IPC
 objects are its own, and only the address families it needs exist for it.
 
 Each test makes the host object the escape goes for, shows the escape works in-process (so a

@@ -3,6 +3,8 @@ scripted I/O (no threads, no event loop, no Temporal), which the conformance sui
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,15 +23,17 @@ from turnstile.core import (
     ModelReplied,
     ModelRequest,
     Observation,
+    Resumed,
     RunTool,
     StopReason,
+    Tick,
     Tool,
     ToolReturned,
     ToolStarted,
     tool,
 )
 from turnstile.core.messages import Message, ModelResponse, ModelStop, Text, ToolCall
-from turnstile.executors import Journal, Run, ScriptedModel, ToolRunner
+from turnstile.executors import Journal, Run, ScriptedModel, ToolRunner, sync
 from turnstile.executors._effects import answer, model_failed
 from turnstile.executors._session import Session
 from turnstile.executors._toolbox import as_runner, caller
@@ -79,9 +83,8 @@ class ScriptedIO:
             command = in_flight.pop()
             self.steps.append(command)
             self.time += self.work_s
-            deadline = session.deadline()
-            if deadline is not None and deadline <= self.time:
-                in_flight += session.hand_out(session.tick() or [], self.approve is not None)
+            if session.alarm(0.0) == 0.0 and (tick := session.tick()) is not None:
+                in_flight += session.hand_out(session.send(tick), self.approve is not None)
             if session.stale([command.id]):  # type: ignore[union-attr]
                 continue
             obs = self.carry_out(session, command, run_call)
@@ -221,3 +224,125 @@ def test_a_model_call_whose_start_is_stale_is_never_made() -> None:
     session.send(ModelReplied(call.id, text("done"), now=0.0))
     tool_call = RunTool("gone", "weather", {"city": "Paris"})
     assert not session.begin(tool_call)
+
+
+@tool(needs_approval=True)
+def wire(amount: int) -> str:
+    """Wire money: a person approves each transfer."""
+    return f"wired {amount}"
+
+
+def test_one_command_at_a_time_each_is_begun_and_what_no_one_answers_waits() -> None:
+    io = ScriptedIO(scripted([text("done")]), [weather, wire])
+    session = io.session(LoopSpec(), "pay")
+    queue = session.start()
+    call = session.next(queue, approving=False)
+    assert type(call) is CallModel and queue == []
+    parts = [ToolCall("w", "wire", {"amount": 5}), ToolCall("c", "weather", {"city": "Rome"})]
+    reply = ModelResponse(parts, ModelStop.tool_use)
+    queue += session.send(ModelReplied(call.id, reply, now=0.0))
+    tool_call = session.next(queue, approving=False)
+    assert type(tool_call) is RunTool and tool_call.id == "c"
+    assert session.recorded == [ToolStarted("c", now=0.0)]  # begun: its start recorded
+    assert session.next(queue, approving=False) is None
+    assert [c.id for c in session.waiting] == ["w"] and session.finish is None
+
+
+def test_on_step_sees_a_tool_call_once_its_start_is_recorded() -> None:
+    seen: list[str] = []
+
+    def on_step(step: Command | Observation) -> None:
+        if type(step) is RunTool:
+            events = session.loop.state.events
+            assert ToolStarted(step.id, now=0.0) in events
+        seen.append(type(step).__name__)
+
+    io = ScriptedIO(scripted([calls("Paris", "Oslo"), text("done")]), [weather])
+    session = Session(
+        LoopSpec(), "weather?", tool_specs=io.runner.specs, clock=lambda: 0.0, on_step=on_step
+    )
+    assert io.drive(session).output == "done"
+    assert seen.count("RunTool") == 2 and seen.count("ToolReturned") == 2
+    assert seen[-1] == "Finish"
+
+
+def test_a_resumed_clock_goes_on_from_the_last_event_and_never_reads_before_it() -> None:
+    io = ScriptedIO(scripted([calls("Paris")]), [weather])
+    first = io.session(LoopSpec(), "weather?")
+    first.start()
+    io.time = 40.0
+    resumed = Session(LoopSpec(), loop=first.loop, clock=lambda: 1000.0)
+    assert resumed.offset == -1000.0 and resumed.now() == 0.0  # time at rest is not counted
+    carried = Session(LoopSpec(), loop=first.loop, clock=lambda: 1000.0, offset=-1010.0)
+    assert carried.offset == -1010.0 and carried.now() == 0.0  # not -10: before the last event
+    assert type(carried.start()[0]) is CallModel
+    assert type(carried.loop.state.events[-1]) is Resumed
+
+
+def test_the_alarm_is_set_for_the_deadline_and_ticks_only_once_it_passed() -> None:
+    spec = LoopSpec(guards=Guards(deadline_s=5.0))
+    io = ScriptedIO(scripted([text("done")]))
+    session = io.session(spec, "hi")
+    session.start()
+    assert session.alarm(0.001) == 5.0 and not session.alarm_moved()
+    io.time = 4.9999
+    assert session.tick() is None  # woken early (a clock's rounding): no Tick
+    assert session.alarm(0.001) == 0.001  # and never a busy loop
+    io.time = 5.0
+    assert session.tick() == Tick(now=5.0)
+
+
+def test_the_alarm_moves_while_only_a_person_is_awaited() -> None:
+    spec = LoopSpec(
+        tools=(msgspec.structs.replace(weather.spec, needs_approval=True),),
+        guards=Guards(deadline_s=5.0),
+    )
+    io = ScriptedIO(scripted([calls("Paris")]), [weather])
+    session = io.session(spec, "weather?")
+    [call] = session.start()
+    assert session.alarm(0.0) == 5.0
+    session.send(ModelReplied(call.id, calls("Paris"), now=1.0))
+    assert session.alarm_moved() and session.alarm(0.0) is None  # a person's time is not counted
+
+
+@pytest.mark.parametrize("log", [True, False])
+def test_log_false_keeps_a_run_out_of_the_log(log: bool, caplog: pytest.LogCaptureFixture) -> None:
+    io = ScriptedIO(scripted([text("done")]))
+    with caplog.at_level(logging.INFO, logger="turnstile.run"):
+        io.drive(Session(LoopSpec(), "hi", clock=lambda: 0.0, log=log))
+    assert bool([r for r in caplog.records if r.name == "turnstile.run"]) is log
+
+
+@pytest.mark.parametrize("driver", ["sync", "aio", "temporal"])
+def test_every_driver_tells_the_loop_only_through_its_session(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No executor sends to the loop, or starts it, itself: the protocol is the Session's."""
+    callers: set[str] = set()
+
+    def spied(method: Callable[..., Any]) -> Callable[..., Any]:
+        def spy(loop: Loop, *args: Any, **kwargs: Any) -> Any:
+            callers.add(sys._getframe(1).f_globals["__name__"])
+            return method(loop, *args, **kwargs)
+
+        return spy
+
+    monkeypatch.setattr(Loop, "send", spied(Loop.send))
+    monkeypatch.setattr(Loop, "start", spied(Loop.start))
+    model = ScriptedModel([calls("Paris", "Oslo"), text("done")])
+    if driver == "sync":
+        sync.run(LoopSpec(), "weather?", model=model, tools=[weather])
+    elif driver == "aio":
+        from turnstile.executors import aio
+        from turnstile.executors.testing import run_async
+
+        run_async(lambda: aio.run(LoopSpec(), "weather?", model=model, tools=[weather]))
+    else:
+        pytest.importorskip("temporalio", reason="needs temporalio")
+        from temporalio.client import WorkflowHistory
+
+        from tests.executors.temporal_kit import HISTORIES, replay
+
+        path = HISTORIES / "anthropic-weather.json"
+        replay(WorkflowHistory.from_json(path.stem, path.read_text()))
+    assert callers == {"turnstile.executors._session"}

@@ -27,7 +27,7 @@ from turnstile.core.messages import (
     UserMessage,
     validate_history,
 )
-from turnstile.executors import Failure, RunFailed, ScriptedModel, Toolbox, sync
+from turnstile.executors import Failure, RunFailed, ScriptedModel, Session, Toolbox, sync
 from turnstile.providers import anthropic_messages
 
 from .backoff import retries_wait
@@ -245,6 +245,15 @@ def test_a_time_already_past_is_no_wait(monkeypatch: pytest.MonkeyPatch) -> None
     spec = LoopSpec(guards=Guards(max_model_retries=1))
     sync.run(spec, "hi", model=model, clock=time.clock, sleep=time.sleep)
     assert time.slept == []
+
+
+def test_call_model_calls_at_once_for_waiting_is_the_sessions() -> None:
+    [command] = Loop(LoopSpec()).start("hi", now=0.0)
+    later = msgspec.structs.replace(command, not_before=30.0)
+    reply = sync.call_model(ScriptedModel([text("fine")]), later, lambda: 0.0)
+    assert reply.now == 0.0 and reply.command_id == command.id
+    session = Session(LoopSpec(), "hi", clock=lambda: 12.0)
+    assert session.wait(later) == 18.0 and session.wait(command) == 0.0
 
 
 def test_a_prompt_starts_an_idle_loop() -> None:

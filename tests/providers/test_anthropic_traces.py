@@ -1,5 +1,6 @@
-"""Issue 15's Anthropic traces replayed through the real SDK client: the chart conversation's
-images and document round-trip, a wrong answer is corrected, a paused turn goes on."""
+"""The media, answer and pause Anthropic traces replayed through the real SDK client: the chart
+conversation's images and document round-trip, a wrong answer is corrected, a paused turn goes
+on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What the Chat Completions traces of issue 15 show, replayed through the real SDK client:
-media sent again unchanged, caching on and off, the token limit field, server tools, and a
-typed answer corrected after the model read what was wrong with it."""
+"""What the Chat Completions traces of media, caching and answers show, replayed through the real
+SDK client: media sent again unchanged, caching on and off, the token limit field, server tools, and
+a typed answer corrected after the model read what was wrong with it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The issue-15 Responses traces, replayed through the real SDK client: media both ways, a
-hosted tool's item sent back, strict tools and the loop's tool_choice, a typed answer corrected
-after a wrong one, caching on (the key) and off, and each request a continuation of the last."""
+"""The Responses traces of media, caching and answers, replayed through the real SDK client: media
+both ways, a hosted tool's item sent back, strict tools and the loop's tool_choice, a typed answer
+corrected after a wrong one, caching on (the key) and off, and each request a continuation of
+the last."""
 
 from __future__ import annotations
 

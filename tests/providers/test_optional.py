@@ -4,12 +4,18 @@ packages cannot be imported, as if they were not installed."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
 
 BLOCKER = """
 import sys
@@ -159,7 +165,7 @@ def test_traces_without_httpx2_say_which_extra_to_install() -> None:
     )
     assert out.splitlines() == [
         "MissingExtra recording and replaying traces needs the httpx2 package: "
-        "pip install 'turnstile[all]'"
+        "pip install 'turnstile[anthropic]' or 'turnstile[openai]'"
     ]
 
 
@@ -180,3 +186,151 @@ def test_mcp_tools_and_traces_say_which_extra_to_install() -> None:
         "MissingExtra turnstile.executors.otel needs the opentelemetry package: pip install "
         "'turnstile[otel]'",
     ]
+
+
+CALL_SITES = {
+    # where turnstile asks for an optional package: the code that gets there, what is missing,
+    # and the message (each site's file: the count below checks that none is left out)
+    "executors/aio.py": (
+        "import turnstile.executors.aio",
+        "anyio",
+        "turnstile.executors.aio",
+        "aio",
+    ),
+    "executors/mcp.py": ("import turnstile.executors.mcp", "mcp", "turnstile.executors.mcp", "mcp"),
+    "executors/otel.py": (
+        "import turnstile.executors.otel",
+        "opentelemetry",
+        "turnstile.executors.otel",
+        "otel",
+    ),
+    "executors/temporal/__init__.py": (
+        "import turnstile.executors.temporal",
+        "temporalio",
+        "turnstile.executors.temporal",
+        "temporal",
+    ),
+    "executors/testing/_syrupy.py": (
+        "from turnstile.executors.testing import TranscriptExtension",
+        "syrupy",
+        "TranscriptExtension",
+        "pytest",
+    ),
+    "executors/testing/_pytest_traces.py": (
+        """
+        import os
+        from turnstile.executors.testing._pytest_traces import Cassette
+        os.environ["OPENAI_API_KEY"] = "sk-test-not-a-key"
+        cassette = object.__new__(Cassette)
+        cassette.provider, cassette._shown = "openai-chat", "x.openai.json"
+        cassette._live_sdk(True, None)
+        """,
+        "openai",
+        "recording x.openai.json",
+        "openai",
+    ),
+    "providers/_client.py": (
+        """
+        from turnstile.core import ModelRequest
+        from turnstile.providers import anthropic_messages
+
+        class Anthropic:  # an SDK client built on something else than httpx2
+            def with_options(self, **options):
+                return self
+
+            def post(self, *args, **kwargs):
+                raise AssertionError("never sent")
+
+        Anthropic.__module__ = "anthropic._client"
+        anthropic_messages.Client(Anthropic()).complete(ModelRequest(None, [], (), 10))
+        """,
+        "httpx2",
+        "anthropic_messages.Client",
+        "anthropic",
+    ),
+    "providers/_transport.py": (
+        "import turnstile.providers.replay",
+        "httpx2",
+        "recording and replaying traces",
+        ("anthropic", "openai"),
+    ),
+    "providers/_models.py": (
+        """
+        import os
+        from turnstile.providers import model_client
+        os.environ["OPENAI_API_KEY"] = "sk-test-not-a-key"
+        model_client("openai-responses:gpt-4.1")
+        """,
+        "openai",
+        "the model openai-responses:gpt-4.1",
+        "openai",
+    ),
+}
+
+
+@pytest.mark.parametrize("site", sorted(CALL_SITES))
+def test_each_optional_import_names_the_extra_that_installs_it(site: str) -> None:
+    code, missing, needed_by, extras = CALL_SITES[site]
+    extras = (extras,) if isinstance(extras, str) else extras
+    attempt = textwrap.indent(textwrap.dedent(code).strip(), "    ")
+    program = "from turnstile.providers import MissingExtra\ntry:\n" + attempt
+    out = run(
+        program + "\nexcept MissingExtra as err:\n    print(err)\n", blocked=frozenset({missing})
+    )
+    install = " or ".join(f"'turnstile[{extra}]'" for extra in extras)
+    assert out == f"{needed_by} needs the {missing} package: pip install {install}\n"
+
+
+def _calls_asking_for_extras() -> dict[str, int]:
+    found: dict[str, int] = {}
+    for folder in ("core", "executors", "providers"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id in ("missing_extra", "required")
+                    and path.name != "_optional.py"
+                ):
+                    where = str(path.relative_to(ROOT))
+                    found[where] = found.get(where, 0) + 1
+    return found
+
+
+def test_every_place_that_asks_for_an_extra_is_tested() -> None:
+    assert set(_calls_asking_for_extras()) == set(CALL_SITES)
+
+
+DISTRIBUTIONS = {"opentelemetry": "opentelemetry-api", "temporalio": "temporalio"}
+"""A module's distribution, where the names differ."""
+
+
+def _installs(extra: str, extras: dict[str, list[str]]) -> set[str]:
+    """The distributions an extra installs, its extras' included."""
+    found: set[str] = set()
+    for requirement in extras[extra]:
+        name = re.split(r"[\[<>=;, ]", requirement, maxsplit=1)[0]
+        if name == "turnstile":
+            inner = requirement.partition("[")[2].partition("]")[0]
+            for other in inner.split(","):
+                found |= _installs(other.strip(), extras)
+        else:
+            found.add(name)
+    return found
+
+
+@pytest.mark.parametrize("site", sorted(CALL_SITES))
+def test_the_extra_named_is_the_smallest_that_installs_the_package(site: str) -> None:
+    _, missing, _, named = CALL_SITES[site]
+    named = (named,) if isinstance(named, str) else named
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    distribution = DISTRIBUTIONS.get(missing, missing)
+    sizes = {
+        extra: len(_installs(extra, extras))
+        for extra in extras
+        if distribution in _installs(extra, extras)
+    }
+    assert all(extra in sizes for extra in named)  # each installs it
+    assert {sizes[extra] for extra in named} == {min(sizes.values())}  # and none is smaller

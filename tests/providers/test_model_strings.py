@@ -1,0 +1,104 @@
+"""Model strings: `"provider:model"` builds that format's `Client` over the official SDK, from
+the environment, and says in one line what is missing when it cannot."""
+
+from __future__ import annotations
+
+import sys
+
+import anthropic
+import openai
+import pytest
+from turnstile.core import InvalidSpec, TurnstileError
+from turnstile.providers import (
+    MissingAPIKey,
+    MissingExtra,
+    anthropic_messages,
+    model_client,
+    openai_chat,
+    openai_responses,
+)
+
+KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in KEYS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+
+
+@pytest.mark.parametrize(
+    ("model", "codec", "sdk", "name"),
+    [
+        (
+            "anthropic:claude-sonnet-4-5",
+            anthropic_messages,
+            anthropic.Anthropic,
+            "claude-sonnet-4-5",
+        ),
+        ("openai:gpt-4.1", openai_chat, openai.OpenAI, "gpt-4.1"),
+        ("openai-chat:gpt-4.1", openai_chat, openai.OpenAI, "gpt-4.1"),
+        ("openai-responses:gpt-4.1", openai_responses, openai.OpenAI, "gpt-4.1"),
+        ("anthropic", anthropic_messages, anthropic.Anthropic, "claude-sonnet-4-6"),
+    ],
+)
+def test_a_model_string_builds_its_format_s_client_over_the_sdk(
+    model: str, codec: object, sdk: type, name: str
+) -> None:
+    client = model_client(model)
+    assert type(client) is codec.Client  # type: ignore[attr-defined]
+    assert isinstance(client.sdk, sdk) and not client.is_async
+    assert client.model == name and client.stream
+
+
+def test_an_async_client_and_options_on_request() -> None:
+    client = model_client("anthropic:claude-sonnet-4-5", is_async=True, stream=False, top_k=5)
+    assert isinstance(client.sdk, anthropic.AsyncAnthropic) and client.is_async
+    assert not client.stream and client.options == {"top_k": 5}
+
+
+def test_the_base_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:11434/v1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://localhost:8080")
+    assert str(model_client("openai:llama3").sdk.base_url) == "http://localhost:11434/v1/"
+    assert str(model_client("anthropic:claude").sdk.base_url) == "http://localhost:8080"
+
+
+@pytest.mark.parametrize(
+    ("model", "variable"),
+    [
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("openai:gpt-4.1", "OPENAI_API_KEY"),
+        ("openai-responses:gpt-4.1", "OPENAI_API_KEY"),
+    ],
+)
+def test_a_missing_key_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, model: str, variable: str
+) -> None:
+    monkeypatch.delenv(variable)
+    with pytest.raises(MissingAPIKey) as raised:
+        model_client(model)
+    assert str(raised.value) == f"{variable} is not set: export it to use the model {model}"
+    assert raised.value.variable == variable and isinstance(raised.value, TurnstileError)
+
+
+@pytest.mark.parametrize("model", ["gemini:gemini-2.5-pro", "gpt-4.1", ""])
+def test_an_unknown_provider_names_the_known_ones(model: str) -> None:
+    with pytest.raises(InvalidSpec) as raised:
+        model_client(model)
+    assert str(raised.value) == (
+        f"model: {model!r} names no provider: a model string starts with anthropic:, openai:, "
+        "openai-chat:, openai-responses:"
+    )
+
+
+def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openai", None)  # import openai -> ModuleNotFoundError
+    with pytest.raises(MissingExtra) as raised:
+        model_client("openai-responses:gpt-4.1")
+    assert str(raised.value) == (
+        "the model openai-responses:gpt-4.1 needs the openai package: "
+        "pip install 'turnstile[openai]'"
+    )
