@@ -36,10 +36,12 @@ def test_the_agent_is_twenty_lines_over_a_provider_s_official_sdk() -> None:
     [agent, _] = _group("agent")
     code = [line for line in agent.code.splitlines() if line.strip()]
     assert len(code) <= 20
-    assert "openai_chat.Client(openai.OpenAI()" in agent.code  # the SDK's own client
+    assert 'Agent(LoopSpec(output=Answer), model="openai:gpt-4.1"' in agent.code  # one value
+    assert "openai_chat.Client(openai.OpenAI()" in README  # what the model string builds
     assert "@tool" in agent.code and agent.code.count("def ") == 2  # two tools
     assert "on_update=" in agent.code and "TextDelta" in agent.code  # streamed text
     assert "LoopSpec(output=Answer)" in agent.code  # a typed answer
+    assert "OPENAI_BASE_URL" in README  # the one line to any OpenAI-compatible server
 
 
 def test_the_agent_streams_its_text_then_prints_its_typed_answer(
