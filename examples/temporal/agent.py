@@ -1,5 +1,5 @@
-"""A run that outlives its worker, on Temporal (a server at ADDRESS; see the README's "Runs on
-Temporal"):
+"""A run that outlives its worker, on Temporal (a server at ADDRESS; see the docs' "Runs on
+Temporal", docs/how-to/temporal.md):
 
     python -m examples.temporal.agent worker ADDRESS QUEUE LOG   # serve QUEUE until killed
     python -m examples.temporal.agent run ADDRESS QUEUE ID       # start run ID, wait, print it
