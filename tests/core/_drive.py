@@ -112,3 +112,15 @@ def deep(kind: type, levels: int = 3000) -> Any:
     for _ in range(levels):
         value = [value] if kind is list else {"a": value}
     return value
+
+
+SPEC = spec("t")
+"""A spec of one tool, `t`."""
+
+
+def one_call_running() -> Driver:
+    """A run whose reply called `t` once (call `c1`), the call under way."""
+    d = Driver(SPEC)
+    d.start()
+    d.reply(call("c1", "t", n=1))
+    return d

@@ -37,17 +37,7 @@ from turnstile.core.messages import (
     validate_history,
 )
 
-from tests.core._drive import Driver, call, reply, spec
-
-SPEC = spec("t")
-
-
-def one_call_running() -> Driver:
-    d = Driver(SPEC)
-    d.start()
-    d.reply(call("c1", "t", n=1))
-    return d
-
+from tests.core._drive import SPEC, Driver, call, one_call_running, reply, spec
 
 # -- Loop.load checks what it reads --------------------------------------------------------------
 

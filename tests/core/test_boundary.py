@@ -42,16 +42,7 @@ from turnstile.core.messages import (
     validate_history,
 )
 
-from tests.core._drive import Driver, call, deep, reply, spec
-
-SPEC = spec("t")
-
-
-def one_call_running() -> Driver:
-    d = Driver(SPEC)
-    d.start()
-    d.reply(call("c1", "t", n=1))
-    return d
+from tests.core._drive import SPEC, Driver, call, deep, one_call_running, reply
 
 
 def refused(d: Driver, obs: Any, error: type[Exception] = InvalidObservation) -> Exception:

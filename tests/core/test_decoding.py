@@ -14,9 +14,7 @@ import pytest
 from turnstile.core import CorruptState, Loop, ToolReturned
 from turnstile.core.decoding import decoded, shallow
 
-from tests.core._drive import Driver, call, deep, spec
-
-SPEC = spec("t")
+from tests.core._drive import SPEC, deep, one_call_running
 
 
 class Unreadable(Exception):
@@ -25,13 +23,6 @@ class Unreadable(Exception):
 
 def read(data: bytes | str, depth: int = 256) -> Any:
     return decoded(msgspec.json.decode, data, Unreadable, depth)
-
-
-def one_call_running() -> Driver:
-    d = Driver(SPEC)
-    d.start()
-    d.reply(call("c1", "t", n=1))
-    return d
 
 
 # -- decoded and shallow -------------------------------------------------------------------------
