@@ -3,7 +3,7 @@ line take in place of the spec."""
 
 from __future__ import annotations
 
-__all__ = ["Agent", "unpacked"]
+__all__ = ["Agent", "built", "unpacked"]
 
 import dataclasses
 from collections.abc import Callable, Iterable
@@ -81,13 +81,13 @@ def unpacked(
             "the run needs a model: model= a client or a model string ('openai:gpt-4.1'), "
             "or an Agent in place of the spec"
         )
-    built = _built(model, is_async)
+    client = built(model, is_async)
     if is_async is not None:
-        check_model(built, can_await=is_async)
-    return spec, built, tools
+        check_model(client, can_await=is_async)
+    return spec, client, tools
 
 
-def _built(model: Model, is_async: bool | None) -> Model:
+def built(model: Model, is_async: bool | None) -> Model:
     """The client a model string names (as `is_async` says; None: the string as it is)."""
     return (
         model_client(model, is_async=is_async)

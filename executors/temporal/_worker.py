@@ -11,9 +11,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from turnstile.core import Tool
+from turnstile.executors._agent import built
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._toolbox import as_runner
-from turnstile.providers import model_client
 
 from ._activities import Activities
 from ._wire import TASK_QUEUE
@@ -35,7 +35,7 @@ def clients_of(models: Mapping[str, Model | str] | Iterable[str]) -> dict[str, M
     named = models if isinstance(models, Mapping) else {name: name for name in models}
     clients: dict[str, Model] = {}
     for name, model in named.items():
-        client = model_client(model, is_async=True) if isinstance(model, str) else model
+        client = built(model, is_async=True)
         if not isinstance(client, ModelClient | AsyncModelClient):
             raise TypeError(
                 f"the model {name!r} is not a client (complete(request) or async "
