@@ -18,6 +18,11 @@ class Figure:
     def __str__(self) -> str:
         return f"{self.median:,.2f} ({self.low:,.2f}–{self.high:,.2f})"
 
+    @classmethod
+    def of(cls, values: list[float]) -> Figure:
+        """The median of `values`, with their spread."""
+        return cls(statistics.median(values), min(values), max(values))
+
 
 def repeat(fn: Callable[[], float], times: int, *, warm_up: bool = False) -> Figure:
     """Run `fn` (which returns one measurement) `times` times: median, and min–max as spread.
@@ -32,7 +37,7 @@ def repeat(fn: Callable[[], float], times: int, *, warm_up: bool = False) -> Fig
         if warm_up:
             fn()
         values.append(fn())
-    return Figure(statistics.median(values), min(values), max(values))
+    return Figure.of(values)
 
 
 def per_call_us(fn: Callable[[], object], n: int) -> float:

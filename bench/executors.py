@@ -6,7 +6,6 @@ from __future__ import annotations
 __all__ = ["rows"]
 
 import gc
-import statistics
 import subprocess
 import sys
 import time
@@ -126,10 +125,6 @@ def _call_ms(box: Sandbox, idle_s: float = 0.0) -> float:
     return elapsed
 
 
-def _figure(values: list[float]) -> Figure:
-    return Figure(statistics.median(values), min(values), max(values))
-
-
 def sandbox_rows(rounds: int, warm_calls: int) -> list[Row]:
     """Interleaved rounds, so that the machine's load weighs on the baselines as on the calls:
     each round starts bare interpreters, makes one cold call, `warm_calls` warm ones after a
@@ -153,8 +148,8 @@ def sandbox_rows(rounds: int, warm_calls: int) -> list[Row]:
             busy += [_call_ms(warm_box) for _ in range(warm_calls)]
         layers = sum(layer.in_force for layer in warm_box.layers.values())
         of = len(warm_box.layers)
-    bare, no_site, floor = _figure(spawns), _figure(bare_spawns), _figure(floors)
-    cold_f, warm_f, busy_f = _figure(cold), _figure(warm), _figure(busy)
+    bare, no_site, floor = Figure.of(spawns), Figure.of(bare_spawns), Figure.of(floors)
+    cold_f, warm_f, busy_f = Figure.of(cold), Figure.of(warm), Figure.of(busy)
     return [
         (
             "bare spawn ms, python -c pass",

@@ -152,10 +152,6 @@ def _bare_us(turns: int, size: int, records: int, folder: Path) -> tuple[float, 
     return elapsed / (turns + 1) * 1e6, synced / (turns + 1) * 1e6
 
 
-def _figure(values: list[float]) -> Figure:
-    return Figure(statistics.median(values), min(values), max(values))
-
-
 def rows(sizes: list[int], times: int) -> list[Row]:
     turns = min(max(sizes), 100)
     cases = {
@@ -178,9 +174,9 @@ def rows(sizes: list[int], times: int) -> list[Row]:
             for name, measure in measures.items():
                 gc.collect()
                 timings[name].append(measure())
-        bare = _figure([t for t, _ in timings["bare"]])
+        bare = Figure.of([t for t, _ in timings["bare"]])
         bare_sync = statistics.median(s for _, s in timings["bare"])
-        plain = _figure([t for t, _ in timings["no journal"]])
+        plain = Figure.of([t for t, _ in timings["no journal"]])
         out.append(
             (
                 "journal turn µs, bare: a write a record, one fdatasync",
@@ -195,7 +191,7 @@ def rows(sizes: list[int], times: int) -> list[Row]:
             if case.policy is None:
                 continue
             runs = timings[name]
-            figure = _figure([t for t, _ in runs])
+            figure = Figure.of([t for t, _ in runs])
             ratio = statistics.median(  # each run against the bare one beside it
                 t / b for (t, _), (b, _) in zip(runs, timings["bare"], strict=True)
             )

@@ -178,8 +178,7 @@ def _bare(backend: str) -> Callable[[_Shape, int], Awaitable[None]]:
 
 
 def _figure(values: list[float], scale: float = 1.0) -> Figure:
-    scaled = [v * scale for v in values]
-    return Figure(statistics.median(scaled), min(scaled), max(scaled))
+    return Figure.of([v * scale for v in values])
 
 
 def _verdict(ratio: float, target: float) -> str:

@@ -14,7 +14,6 @@ __all__ = ["PEERS", "rows"]
 
 import gc
 import importlib.util
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -217,10 +216,6 @@ def _per_turn_us(workload: Workload, n: int) -> float:
     return (time.perf_counter_ns() - start) / n / 1000
 
 
-def _figure(values: list[float]) -> Figure:
-    return Figure(statistics.median(values), min(values), max(values))
-
-
 def rows(sizes: list[int], times: int) -> list[Row]:
     """µs per turn of each installed peer at each N up to `MAX_N`, interleaved round by round
     with turnstile's core loop and sync executor, and their ratios to the core loop."""
@@ -244,16 +239,16 @@ def rows(sizes: list[int], times: int) -> list[Row]:
             if name == CORE:
                 against = "(the baseline)"
             else:
-                ratio = _figure([a / b for a, b in zip(ours, base, strict=True)]).median
-                against = f"core {_figure(base).median:,.2f} → ×{ratio:,.1f}"
+                ratio = Figure.of([a / b for a, b in zip(ours, base, strict=True)]).median
+                against = f"core {Figure.of(base).median:,.2f} → ×{ratio:,.1f}"
             if name not in (CORE, SYNC):
-                beside = _figure([a / b for a, b in zip(ours, executor, strict=True)]).median
+                beside = Figure.of([a / b for a, b in zip(ours, executor, strict=True)]).median
                 against += f"; sync.run ×{beside:,.1f}"
             out.append(
                 (
                     f"peer µs/turn · {name}",
                     str(n),
-                    str(_figure(ours)),
+                    str(Figure.of(ours)),
                     against,
                     f"no target; median of {rounds}",
                 )

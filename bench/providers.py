@@ -19,7 +19,6 @@ __all__ = ["rows"]
 import copy
 import gc
 import json
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -317,7 +316,7 @@ def sse_rows(sizes: list[int], times: int) -> list[Row]:
     for chunk in SSE_CHUNKS:
         smallest: Figure | None = None
         for size in events:
-            fed, whole = (_figure(values) for values in results[(chunk, size)])
+            fed, whole = (Figure.of(values) for values in results[(chunk, size)])
             smallest = smallest or fed
             if size == events[0]:
                 verdict = f"(the reference of ≥{SSE_FLAT:g}×)"
@@ -342,10 +341,6 @@ def _size(n: int) -> str:
 
 
 # -- the table -----------------------------------------------------------------------------------
-
-
-def _figure(values: list[float]) -> Figure:
-    return Figure(statistics.median(values), min(values), max(values))
 
 
 def _interleaved(
@@ -378,7 +373,7 @@ def _interleaved(
 
 def _ratios(ours: list[float], baseline: list[float]) -> Figure:
     """Per round ours / baseline: both were measured back to back, so they share that moment."""
-    return _figure([a / b for a, b in zip(ours, baseline, strict=True)])
+    return Figure.of([a / b for a, b in zip(ours, baseline, strict=True)])
 
 
 def encode_rows(sizes: list[int], times: int) -> list[Row]:
@@ -393,7 +388,7 @@ def encode_rows(sizes: list[int], times: int) -> list[Row]:
         first: Figure | None = None
         for n in sizes:
             per_turn, whole, same = results[(name, n)]
-            ours, plain = _figure(per_turn), _figure(whole)
+            ours, plain = Figure.of(per_turn), Figure.of(whole)
             first = first or ours
             verdict = "" if all(same) else "BODY DIFFERS from the uncached one; "
             if n == sizes[0]:
@@ -424,7 +419,7 @@ def stream_rows(sizes: list[int], times: int) -> list[Row]:
         shortest: Figure | None = None
         for deltas in lengths:
             ours_values, loads_values = results[(name, deltas)]
-            ours, loads = _figure(ours_values), _figure(loads_values)
+            ours, loads = Figure.of(ours_values), Figure.of(loads_values)
             shortest = shortest or ours
             time_ratio = _ratios(loads_values, ours_values).median  # MB/s: time is the inverse
             out.append(

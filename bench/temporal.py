@@ -9,7 +9,6 @@ from __future__ import annotations
 __all__ = ["rows"]
 
 import asyncio
-import statistics
 import subprocess
 import sys
 import time
@@ -44,10 +43,6 @@ def counting(request: ModelRequest) -> ModelResponse:
     if turn >= turns:
         return ModelResponse([Text(f"done after {turn}")], ModelStop.end_turn)
     return ModelResponse([ToolCall(f"c{turn}", "add", {"i": turn})], ModelStop.tool_use)
-
-
-def _figure(values: list[float]) -> Figure:
-    return Figure(statistics.median(values), min(values), max(values))
 
 
 def _sync_turn_ms(turns: int) -> float:
@@ -103,7 +98,7 @@ async def _measure(address: str, queue: str, worker: int, turns: int, times: int
     together = (time.perf_counter() - start) * 1000 / (turns * CONCURRENT)
     busy = _memory_kib(worker)
 
-    tf, sf = _figure(by_temporal), _figure(by_sync)
+    tf, sf = Figure.of(by_temporal), Figure.of(by_sync)
     per_run = tf.median
     return [
         ("sync turn ms (1 tool call)", str(turns), str(sf), "baseline", ""),
