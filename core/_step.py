@@ -1,11 +1,13 @@
 """`Step`: what follows once an observation is recorded: the decision, and the one `apply`.
 
-The deciding methods read the state and write nothing: each ends on the `Decision` the table
-lists for the step's event, with what acting on it takes (the calls to start, why a run stops).
-`apply` moves to the phase the table gives for that decision, writes what the decision does to
-the state, and makes its commands: it alone writes `phase`, and it makes every command the loop
-sends. What a step writes on its way to a decision, it writes through `_record` (a reply's calls
-opened as a round, a round written once every call has its result, a compaction made).
+Deciding reads the state and writes nothing: `decide` and the methods it goes through return a
+plan, the `Decision` the table lists for the step's event with what acting on it takes (the
+calls to start, why a run stops). Where a decision depends on a write (a reply's calls opened as
+a round, a round written once every call has its result, a compaction, a refused answer), the
+plan names the `_record` writer first and the deciding method to go on with after it. `apply`
+moves to the phase the table gives for the decision, writes what the decision does to the
+state, and makes its commands: it alone writes `phase`, and it makes every command the loop
+sends.
 """
 
 from __future__ import annotations
@@ -166,7 +168,12 @@ class Step:
         self._now = now = st.events[-1].now
         checks = self.checks
         self._late = checks.deadline_s is not None and checks.deadline_passed(st, now)
-        commands = self.act(self.decide(kind, reused))
+        plan = self.decide(kind, reused)
+        while len(plan) == 4:  # (`act`, inline: this runs twice a turn)
+            write, args, then, given = plan
+            written = write(*args)
+            plan = then(written if given is _WRITTEN else given)
+        commands = self.apply(plan[0], plan[1])
         if kind is Resumed:  # another process goes on: everything still waited on, again
             return self.outstanding()
         return commands
@@ -174,10 +181,11 @@ class Step:
     def act(self, plan: Plan) -> list[Command]:
         """Carry out `plan`: make each write it waits on (a `_record` writer) and decide on,
         until a decision, which `apply` acts on."""
-        while len(plan) == 3:
-            write, args, then = plan  # type: ignore[misc]
-            plan = then(write(self.state, *args))
-        return self.apply(*plan)  # type: ignore[arg-type]
+        while len(plan) == 4:
+            write, args, then, given = plan
+            written = write(*args)
+            plan = then(written if given is _WRITTEN else given)
+        return self.apply(plan[0], plan[1])
 
     # -- deciding: each reads the state, writes nothing, and returns a plan ------------------
 
@@ -185,8 +193,8 @@ class Step:
         """What to make of the observation of type `kind` just recorded."""
         st = self.state
         if kind is ToolReturned:
-            if len(st.round) == 1 and not self._late:
-                return self._round_complete()  # the reply's only call: nothing left to start
+            if len(st.round) == 1 and not self._late:  # the reply's only call: on to the next
+                return (round_written, (self.state, self._finishers), self._written, _WRITTEN)
             return self._dispatch(_NONE)
         if kind is ModelReplied:
             return self._replied(reused)
@@ -237,8 +245,8 @@ class Step:
         if problem is None:
             return _finish(StopReason.completed, answer)
         if st.output_retries + 1 > self.spec.guards.max_output_retries:
-            return (answer_refused, (None,), _invalid_output)
-        return (answer_refused, (UserMessage(problem),), self._next_turn_after)
+            return (answer_refused, (st, None), _planned, _finish(StopReason.invalid_output, None))
+        return (answer_refused, (st, UserMessage(problem)), self._next_turn, None)
 
     def _start_round(self, calls: list[ToolCall], reused: dict[str, str]) -> Plan:
         """Take the reply's calls as the new round: give the ones that cannot run an error result,
@@ -271,15 +279,13 @@ class Step:
                 else:
                     p = PendingCall(call, _QUEUED)
             round_.append(p)
-
-        def opened(_: None) -> Plan:  # the round is the state's: on to what it needs
-            if repeated is not None:
-                return _finish(StopReason.repeated_call, None, repeated)
-            if asks and self._late:
-                return self._stop(StopReason.deadline, _DEADLINE)  # before asking for approval
-            return self._dispatch(asks)
-
-        return (round_opened, (round_, counted, wrong), opened)
+        if repeated is not None:  # (what follows is known before the round is written)
+            then: Plan = _finish(StopReason.repeated_call, None, repeated)
+        elif asks and self._late:
+            then = self._stop(StopReason.deadline, _DEADLINE)  # before asking for approval
+        else:
+            return (round_opened, (self.state, round_, counted, wrong), self._dispatch, asks)
+        return (round_opened, (self.state, round_, counted, wrong), _planned, then)
 
     def _dispatch(self, asks: list[PendingCall]) -> Plan:
         """Start what may run now (`schedule`); then wait for it, or for a human, or go on."""
@@ -294,7 +300,7 @@ class Step:
 
     def _round_complete(self) -> Plan:
         """Every call has its result: the round is written in call order, then on."""
-        return (round_written, (self._finishers,), self._written)
+        return (round_written, (self.state, self._finishers), self._written, _WRITTEN)
 
     def _written(self, written: tuple[Any, bool, ToolCall | None]) -> Plan:
         """The round is written: a finishing tool's answer, too many wrong answers, or the
@@ -306,8 +312,8 @@ class Step:
                 answer = self.output.check(answer)[0]
             return _finish(StopReason.finish_tool, answer)
         if self.state.output_retries > self.spec.guards.max_output_retries:
-            return _invalid_output(None)
-        return (round_counted, (self.checks, digest, failed), self._next_turn_after)
+            return _finish(StopReason.invalid_output, None)
+        return (round_counted, (self.state, self.checks, digest, failed), self._next_turn, None)
 
     def _failed(self) -> Plan:
         """A failed model call: retry it, ask the next model, or stop."""
@@ -338,11 +344,9 @@ class Step:
             return self._stop(StopReason.deadline, _DEADLINE)
         return _WAITING
 
-    def _next_turn_after(self, _: None) -> Plan:
-        return self._next_turn()
-
-    def _next_turn(self) -> Plan:
-        """Between turns: the stop conditions, then the guards, else ask the model."""
+    def _next_turn(self, _: object = None) -> Plan:
+        """Between turns (after whatever a write returned): the stop conditions, then the
+        guards, else ask the model."""
         st = self.state
         for condition in self.spec.stop_when:
             if condition(st):
@@ -360,12 +364,12 @@ class Step:
                 if policy.strategy == "summarize":
                     return (COMPACT, (None, False, cut))
                 made = compacted(policy.strategy, st.messages, last, cut, st.context_tokens)
-                return (compaction_made, (made,), self._compacted)
+                return (compaction_made, (st, made), self._compacted, None)
         if reason is not None:
             return self._stop(reason)
         return _ASKING
 
-    def _compacted(self, _: None) -> Plan:
+    def _compacted(self, _: object) -> Plan:
         """The conversation is compacted in place: ask, unless a guard still trips."""
         reason = self.checks.before_turn(self.state)
         return _ASKING if reason is None else self._stop(reason)
@@ -438,13 +442,14 @@ class Step:
 
 
 Plan = tuple[Any, ...]
-"""What a deciding method returns: `(decision, args)` for `apply`, or `(write, args, then)`: a
-`_record` writer to call with the state and `args` first, then `then(what it returned)`, the
-decision that depends on it."""
+"""What a deciding method returns: `(decision, args)` for `apply`; or `(write, args, then,
+given)`: first a `_record` writer to call with `args` (the state first), then the deciding
+`then(given)` (`given` is `_WRITTEN`: what the writer returned) for the plan after it."""
 
 _WAITING: Plan = (WAIT, ())
 _ASKING: Plan = (ASK, ())
 _NO_ARGS = (None, False, None)
+_WRITTEN = object()  # `given` for a plan that reads what its write returned
 
 
 def _finish(
@@ -453,9 +458,9 @@ def _finish(
     return (FINISH, (reason, output, why, refused))
 
 
-def _invalid_output(_: None) -> Plan:
-    """Too many answers failed `LoopSpec.output`: the run stops without one."""
-    return _finish(StopReason.invalid_output, None)
+def _planned(plan: Plan) -> Plan:
+    """What follows a write whose next plan was known before it."""
+    return plan
 
 
 def _resolved(call: ToolCall, error: str) -> PendingCall:
