@@ -14,6 +14,7 @@ __all__ = [
     "ApprovalNeeded",
     "AsyncModelClient",
     "CorruptJournal",
+    "Divergence",
     "Failure",
     "Journal",
     "ModelCallFailed",
@@ -33,6 +34,7 @@ __all__ = [
     "TornJournal",
     "Update",
     "ainvoke",
+    "divergence",
     "invoke",
     "transcript",
 ]
@@ -41,6 +43,8 @@ import typing as _typing
 
 from . import sync as sync
 from ._agent import Agent as Agent
+from ._diff import Divergence as Divergence
+from ._diff import divergence as divergence
 from ._events import ApprovalNeeded as ApprovalNeeded
 from ._events import ModelCallFailed as ModelCallFailed
 from ._events import ModelCallFinished as ModelCallFinished
