@@ -107,6 +107,7 @@ EXPORTS = {
         "UnsupportedContent",
         "WireCache",
         "model_client",
+        "portable",
     ],
     "turnstile.providers.client": ["WireClient"],
     "turnstile.providers.extras": ["missing_extra", "required"],
