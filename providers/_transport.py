@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 
 FORMAT: Literal["turnstile-trace/1"] = "turnstile-trace/1"
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
+Cloud = Literal["bedrock", "vertex", "azure"]
+"""Where else a provider's API is served, through its SDK's own client: Anthropic on Amazon
+Bedrock or Google Vertex AI, OpenAI on Azure."""
 
 KEPT_HEADERS = frozenset(
     {
@@ -432,28 +435,64 @@ def replay_client(
 def replay_client(
     trace: Trace, *, sync: bool = True
 ) -> tuple[SyncSDK, ReplayTransport] | tuple[AsyncSDK, AsyncReplayTransport]:
-    """The official SDK client for `trace.provider`, wired to a replay of `trace`.
+    """The official SDK client for `trace.provider` (on the cloud its loop names, if any), wired
+    to a replay of `trace`.
 
     Returns the client and its transport (to check `transport.remaining`). The client has a dummy
     key, a fixed base URL, no retries (a recorded 5xx must reach the caller), no tracing and no
     proxies, so the environment changes neither the body it sends nor where it goes.
     """
+    cloud = (trace.loop or {}).get("cloud")
     if sync:
         transport = ReplayTransport(trace)
-        return offline_sdk(trace.provider, httpx2.Client(transport=transport, trust_env=False)), (
-            transport
-        )
+        http = httpx2.Client(transport=transport, trust_env=False)
+        return offline_sdk(trace.provider, http, cloud), transport
     atransport = AsyncReplayTransport(trace)
     ahttp = httpx2.AsyncClient(transport=atransport, trust_env=False)
-    return offline_sdk(trace.provider, ahttp), atransport
+    return offline_sdk(trace.provider, ahttp, cloud), atransport
 
 
-def offline_sdk(provider: str, http: httpx2.Client | httpx2.AsyncClient) -> Any:
+def offline_sdk(
+    provider: str, http: httpx2.Client | httpx2.AsyncClient, cloud: Cloud | None = None
+) -> Any:
     """The SDK client for `provider` over `http` (sync or async): a dummy key, a fixed base URL,
-    no retries and no tracing, so nothing in the environment changes what it sends."""
+    no retries and no tracing, so nothing in the environment changes what it sends. `cloud`:
+    the SDK's client for Anthropic on Amazon Bedrock or Google Vertex AI, or OpenAI on Azure,
+    with dummy credentials of its kind (Bedrock's signing needs `anthropic[bedrock]`)."""
     is_async = isinstance(http, httpx2.AsyncClient)
     name = "anthropic" if provider == "anthropic" else "openai"
     sdk: Any = required(name, name, needed_by=f"a trace of {provider}")
+    if cloud is not None and (cloud == "azure") is (provider == "anthropic"):
+        raise TraceError(f"a trace of {provider} cannot be on {cloud}")
+    if cloud == "bedrock":
+        cls = sdk.AsyncAnthropicBedrock if is_async else sdk.AnthropicBedrock
+        return cls(
+            aws_region="us-east-1",
+            aws_access_key="AKIAREPLAYNOTASECRET",
+            aws_secret_key=_REPLAY_KEY,
+            base_url=_REPLAY_HOST,
+            http_client=http,
+            max_retries=0,
+        )
+    if cloud == "vertex":
+        cls = sdk.AsyncAnthropicVertex if is_async else sdk.AnthropicVertex
+        return cls(
+            region="us-east5",
+            project_id="replay",
+            access_token=_REPLAY_KEY,
+            base_url=f"{_REPLAY_HOST}/v1",
+            http_client=http,
+            max_retries=0,
+        )
+    if cloud == "azure":
+        cls = sdk.AsyncAzureOpenAI if is_async else sdk.AzureOpenAI
+        return cls(
+            api_key=_REPLAY_KEY,
+            api_version="2024-10-21",
+            azure_endpoint=_REPLAY_HOST,
+            http_client=http,
+            max_retries=0,
+        )
     if provider == "anthropic":
         cls = sdk.AsyncAnthropic if is_async else sdk.Anthropic
         return cls(

@@ -45,6 +45,7 @@ from ._client import StreamReader, WireClient
 from ._transport import (
     AsyncRecordingTransport,
     AsyncReplayTransport,
+    Cloud,
     RecordingTransport,
     ReplayMismatch,
     ReplayTransport,
@@ -85,6 +86,7 @@ class _Loop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     output_mode: Literal["tool", "native"] = "tool"
     models: list[str] = []
     prices: dict[str, Price] = {}
+    cloud: Cloud | None = None  # the provider's API on a cloud, through its SDK's own client
 
 
 def load_trace(path: str | Path) -> Trace:

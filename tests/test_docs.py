@@ -138,6 +138,7 @@ def offline_keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("OPENAI", "ANTHROPIC"):
         monkeypatch.setenv(f"{name}_API_KEY", "not-a-key")
         monkeypatch.setenv(f"{name}_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "not-a-key")
     try:
         yield
     finally:
