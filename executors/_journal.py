@@ -163,12 +163,10 @@ def _fsync(fd: int) -> None:
     (os.fdatasync if hasattr(os, "fdatasync") else os.fsync)(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)  # all of it, but for a signal or a full disk
-    if written < len(data):
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class Journal:
@@ -241,12 +239,14 @@ class Journal:
         """Write `event` as one record; with `fsync="always"`, durable before this returns."""
         if type(event) not in _EVENTS:
             raise TypeError(f"a journal holds events, not {type(event).__name__}")
-        fd = self._open()
+        fd = self._fd if self._fd >= 0 else self._open()
         payload = _encode(event)
-        length = _LENGTH.pack(len(payload))
-        record = _FRAME.pack(len(payload), crc32(length), crc32(payload)) + payload
+        length = len(payload)
+        record = _FRAME.pack(length, crc32(_LENGTH.pack(length)), crc32(payload)) + payload
         try:
-            _write_all(fd, record)
+            written = os.write(fd, record)  # all of it, but for a signal or a full disk
+            if written < len(record):
+                _write_all(fd, memoryview(record)[written:])
         except BaseException:
             try:  # no half record may stay before the next one
                 os.ftruncate(fd, self._size)

@@ -366,6 +366,28 @@ def test_each_policy_fsyncs_when_it_says(
     assert len(syncs) == 3 * per_append + per_commit
 
 
+@pytest.mark.skipif(not hasattr(os, "fdatasync"), reason="the OS has no fdatasync")
+@pytest.mark.parametrize("policy", ["always", "batch", "round"])
+def test_records_are_made_durable_by_fdatasync_never_by_a_full_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """A record's data and the size to read it back are all a sync need keep: `fdatasync`,
+    not `fsync`, which writes the file's timestamps out as well."""
+    path = tmp_path / "run.journal"
+    Journal(path).close()
+    calls: list[str] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(
+            os, name, lambda fd, name=name, real=real: (calls.append(name), real(fd))[1]
+        )
+    with Journal(path, fsync=policy) as journal:  # type: ignore[arg-type]
+        journal.append(Tick(now=0.0))
+        journal.commit()
+        journal.append(Tick(now=1.0))
+    assert calls and set(calls) == {"fdatasync"}
+
+
 def test_a_new_journal_is_durable_with_its_name(tmp_path: Path, syncs: list[int]) -> None:
     Journal(tmp_path / "run.journal").close()
     assert len(syncs) == (2 if os.name == "posix" else 1)  # the file, then its folder

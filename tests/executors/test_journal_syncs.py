@@ -69,8 +69,8 @@ class Kept(Journal):
             self.world.synced = len(self.events)
 
 
-def syncs_of(executor: str, policy: str, calls: list[ToolCall], path: Path) -> int:
-    """The data syncs of a run that makes `calls` in one turn, then answers."""
+def syncs_of(executor: str, policy: str, turns: list[list[ToolCall]], path: Path) -> int:
+    """The data syncs of a run that makes the calls of each of `turns`, then answers."""
     Journal(path).close()
     counted: list[int] = []
     with pytest.MonkeyPatch.context() as patch:
@@ -83,7 +83,7 @@ def syncs_of(executor: str, policy: str, calls: list[ToolCall], path: Path) -> i
                 executor,
                 LoopSpec(),
                 "go",
-                model=agent(calls),
+                model=agent(*turns),
                 tools=Tracked().tools,
                 journal=journal,
             )
@@ -92,7 +92,7 @@ def syncs_of(executor: str, policy: str, calls: list[ToolCall], path: Path) -> i
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
-@pytest.mark.parametrize("executor", ["sync", "trio"])
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
 def test_a_round_of_n_calls_syncs_as_often_as_its_policy_says(
     executor: str, n: int, tmp_path: Path
 ) -> None:
@@ -112,10 +112,25 @@ def test_a_round_of_n_calls_syncs_as_often_as_its_policy_says(
     }
     for policy in POLICIES:
         got = tuple(
-            syncs_of(executor, policy, calls, tmp_path / f"{policy}-{i}.journal")
+            syncs_of(executor, policy, [calls], tmp_path / f"{policy}-{i}.journal")
             for i, calls in enumerate([unsafe, safe])
         )
         assert got == expected[policy], policy
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
+def test_round_syncs_once_a_turn_where_the_tools_allow_it(executor: str, tmp_path: Path) -> None:
+    """Turns of two calls each, then the answer: under "round" one data sync a round and one
+    at the close, never one before a model call, for as many turns as the run takes, where
+    the calls are replay-safe or start together (a concurrent executor); one after another,
+    a call that is not replay-safe after the round's first keeps its own."""
+    turns = 4
+    safe = [[read(f"r{t}"), read(f"s{t}")] for t in range(turns)]
+    unsafe = [[pay(f"p{t}", t), pay(f"q{t}", t)] for t in range(turns)]
+    per_turn = {"sync": (1, 2)}.get(executor, (1, 1))
+    for i, (calls, each) in enumerate(zip([safe, unsafe], per_turn, strict=True)):
+        got = syncs_of(executor, "round", calls, tmp_path / f"{i}.journal")
+        assert got == each * turns + 1, (i, got)
 
 
 def test_a_round_starts_its_replay_safe_calls_with_its_first_and_the_rest_one_by_one(
