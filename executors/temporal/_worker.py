@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
 from turnstile.core import Tool
 from turnstile.executors._agent import built
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
@@ -20,8 +20,8 @@ from ._wire import TASK_QUEUE
 from ._workflow import LoopWorkflow
 
 # turnstile has nothing a workflow could leak through (the core is pure; the workflow module is
-# checked by replaying histories), so the sandbox shares its modules instead of importing them
-# again for every run
+# checked by replaying histories), so a sandbox shares its modules instead of importing them
+# again for every run: what the tests replay histories in, and a worker runs in if asked
 RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules(
     "turnstile", "msgspec", "transitions"
 )
@@ -69,11 +69,11 @@ def worker(
     string (a missing key: `MissingAPIKey`).
     """
     activities = Activities(clients_of(models), as_runner(tools), deps)
+    options.setdefault("workflow_runner", UnsandboxedWorkflowRunner())
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[LoopWorkflow],
         activities=[activities.call_model, activities.run_tool, activities.tool_specs],
-        workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS),
         **options,
     )

@@ -499,3 +499,21 @@ def test_the_dev_server_reads_its_transfer_queue_as_fast_as_tasks_come(
     [args] = started
     config = [args[i + 1] for i, arg in enumerate(args) if arg == "--dynamic-config-value"]
     assert config == ["history.transferProcessorMaxPollRPS=1000"]
+
+
+def test_a_worker_runs_the_workflow_outside_the_sandbox_unless_given_one(env: Env) -> None:
+    """The workflow runs turnstile's code only, which the sandbox passes through: a worker
+    skips the sandbox's cost a workflow task, and takes one when given it."""
+    from temporalio.worker import UnsandboxedWorkflowRunner
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+    from turnstile.executors.temporal._worker import RESTRICTIONS
+
+    sandboxed = SandboxedWorkflowRunner(restrictions=RESTRICTIONS)
+
+    async def make(**options: Any) -> Any:  # a worker is built on the client's event loop
+        queue = f"runner-{uuid.uuid4().hex[:8]}"
+        built = temporal.worker(env.client, models={}, task_queue=queue, **options)
+        return built.config()["workflow_runner"]
+
+    assert isinstance(env.wait(make(), 30), UnsandboxedWorkflowRunner)
+    assert env.wait(make(workflow_runner=sandboxed), 30) is sandboxed
