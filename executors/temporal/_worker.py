@@ -65,6 +65,10 @@ def worker(
     process, never in a history. A sandbox
     starts each call's process with `subprocess`, never by forking the worker, whose threads a
     fork would not take along. `options` go to `Worker` (`max_concurrent_activities=`, ...).
+    The workflow runs outside Temporal's sandbox: it runs turnstile's code only (user code runs
+    in the activities), which a sandbox passes through anyway, and the sandbox cost a worker a
+    third of its CPU a turn; `workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS)`
+    puts it back.
     Raises `TypeError` for a model that is no client, and `model_client`'s errors for a model
     string (a missing key: `MissingAPIKey`).
     """
