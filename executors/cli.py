@@ -141,6 +141,17 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _view(args: argparse.Namespace) -> int:
+    from ._view import write_page  # only this command needs it
+
+    loop, _ = _load(args.state, args.spec)
+    try:
+        write_page(args.output, loop, args.state)
+    except OSError as e:
+        raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+    return 0
+
+
 def _validate(args: argparse.Namespace) -> int:
     path = args.path
     data = _read(path)
@@ -374,6 +385,11 @@ def parser() -> argparse.ArgumentParser:
         "--follow", action="store_true", help="follow a journal as its run writes it, to its end"
     )
     show.set_defaults(fn=_show)
+    view = sub.add_parser("view", help="write a dumped state or a journal as one HTML page")
+    view.add_argument("state", metavar="STATE|JOURNAL")
+    view.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
+    view.add_argument("--spec", metavar="SPEC", help=spec_help)
+    view.set_defaults(fn=_view)
     check = sub.add_parser("validate", help="check a trace, a dumped state or a journal")
     check.add_argument("path", metavar="TRACE|STATE|JOURNAL")
     check.add_argument("--spec", metavar="SPEC", help=spec_help)
