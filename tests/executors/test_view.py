@@ -17,16 +17,19 @@ from typing import Any
 
 import pytest
 from turnstile.core import (
+    Compaction,
     Guards,
     Loop,
     LoopSpec,
     ModelError,
     ModelReplied,
+    ModelRequest,
     Price,
     ToolReturned,
     tool,
 )
-from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
+from turnstile.core.request import Purpose
 from turnstile.executors import Journal, ScriptedModel, cli, sync
 from turnstile.executors._view import Branch, page
 
@@ -334,3 +337,29 @@ def test_the_page_loads_in_a_browser_without_error_and_shows_every_turn(
         "document.querySelectorAll('.card:not(.hidden)').length"
     )
     assert shown == 1 and browser.errors() == []
+
+
+def test_a_compaction_and_its_summary_are_shown_where_they_came() -> None:
+    def model(request: ModelRequest) -> ModelResponse:
+        if request.purpose is Purpose.summarize:
+            return ModelResponse([Text("files read: all x")], ModelStop.end_turn)
+        n = sum(type(m) is ToolResults for m in request.messages)
+        if n == 40:
+            return answer("all x")
+        return ModelResponse([ToolCall(f"r{n}", "read", {"n": n})], ModelStop.tool_use)
+
+    @tool
+    def read(n: int) -> str:
+        """Read file n."""
+        return "x" * 600
+
+    guards = Guards(max_turns=None, context_window=8_000, reserve_tokens=1_000)
+    spec = LoopSpec(guards=guards, compaction=Compaction(strategy="summarize"))
+    run = sync.run(spec, "read them", model=ScriptedModel(model), tools=[read])
+    assert run.state.compactions
+    text = page([Branch("run", run.state.events)], spec)
+    assert text.count('<article class="card summarize"><h3>summary</h3>') == len(
+        run.state.compactions
+    )
+    assert "compacted (summarize): messages 2–" in text
+    assert re.search(r"request</b> model-\d+ · \d+ of \d+ messages", text)  # what was left out
