@@ -10,15 +10,17 @@ requests it made, retries and fallbacks, compactions, running totals.
 
 from __future__ import annotations
 
-__all__ = ["Branch", "page", "write_page"]
+__all__ = ["Branch", "page", "parent_of", "write_page"]
 
 import base64
 import hashlib
 import html
 import shlex
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
+from zlib import crc32
 
 import msgspec
 from turnstile.core import (
@@ -53,6 +55,7 @@ from turnstile.core.messages import (
     UserMessage,
 )
 
+from ._journal import _FRAME, MAGIC, Journal, TornJournal
 from ._transcript import _args, _compact, _compacted, _shown, _usage
 
 
@@ -76,6 +79,10 @@ def _pre(text: str, cls: str = "") -> str:
 
 def _money(cost: float) -> str:
     return f"{cost:.4f}"
+
+
+def _json(value: object) -> str:
+    return value if isinstance(value, str) else msgspec.json.encode(value).decode()
 
 
 def _shared(a: Sequence[Event], b: Sequence[Event]) -> int:
@@ -105,11 +112,11 @@ class _Writer:
         self.system: str | None = None
         self.request: CallModel | None = None
         self.failed = False  # the last model call failed: the next is a retry or a fallback
-        self.cost = 0.0
         self.compactions = 0
         self.marks: dict[int, list[str]] = {}  # event index → notes of the branches leaving there
         source = branch.source or branch.label
-        self.fork = f"turnstile fork {shlex.quote(source)} --at "
+        self.fork = f"turnstile fork {shlex.quote(source)} --at {{}} -o {{}}"
+        self.stem = Path(source).stem
 
     # -- cards -------------------------------------------------------------------------------
 
@@ -142,7 +149,7 @@ class _Writer:
             f'<li class="ev {cls}{shared}" id="b{self.b}-e{i}"><span class="n">#{i}</span>'
             f'<span class="t">+{t:.1f}s</span>{body}'
             f'<code class="fk" title="a new run from the events before this one">'
-            f"{_e(self.fork)}{i}</code></li>"
+            f"{_e(self.fork.format(i, shlex.quote(f'{self.stem}-at-{i}.journal')))}</code></li>"
         )
 
     # -- the replay --------------------------------------------------------------------------
@@ -356,7 +363,7 @@ def page(branches: Sequence[Branch], spec: LoopSpec) -> str:
     for j, (writer, (of, at)) in enumerate(zip(writers, forks, strict=True)):
         br = writer.branch
         left = f'<a href="#b{of}">{_e(branches[of].label)}</a> at #{at}' if of >= 0 else ""
-        parent = "".join(f"<br>{_e(k)}: {_e(v)}" for k, v in (br.parent or {}).items())
+        parent = "".join(f"<br>{_e(k)}: {_e(_json(v))}" for k, v in (br.parent or {}).items())
         overview.append(
             f'<tr><td><a href="#b{j}">{_e(br.label)}</a></td><td>{len(br.events)}</td>'
             f"<td>{_e(_totals(writer))}</td><td>{left}{parent}</td></tr>"
@@ -375,21 +382,33 @@ def page(branches: Sequence[Branch], spec: LoopSpec) -> str:
     return "\n".join(body)
 
 
-def write_page(
-    output: str | Path,
-    loop: Loop,
-    source: str,
-    parent: Mapping[str, object] | None = None,
-    parent_events: Sequence[Event] | None = None,
-) -> None:
-    """Write the page of the run `loop` holds (read from `source`) to `output`; with the
-    events of the run it was forked from, both, as branches."""
-    label = Path(source).name
-    this = Branch(label, loop.state.events, source, parent)
-    branches = [this]
-    if parent_events is not None:
-        name = str((parent or {}).get("path", "parent"))
-        branches = [Branch(Path(name).name, parent_events, name), this]
+def parent_of(path: Path) -> dict[str, object] | None:
+    """What a fork's journal (schema 2) says of its parent: the JSON of the record after its
+    header (`_journal`'s format); None for a dump, or a journal that is no fork."""
+    data = path.read_bytes()
+    start = len(MAGIC) + 4
+    if not data.startswith(MAGIC) or data[len(MAGIC) : start] != b"\x02\0\0\0":
+        return None
+    length, _, checksum = _FRAME.unpack_from(data, start)
+    payload = data[start + _FRAME.size : start + _FRAME.size + length]
+    value = msgspec.json.decode(payload) if crc32(payload) == checksum else None
+    return value if isinstance(value, dict) else None
+
+
+def write_page(output: str | Path, loop: Loop, source: str) -> None:
+    """Write the page of the run `loop` holds, read from `source`; a fork's journal with the
+    run it names as its parent (found beside it), as two branches."""
+    path = Path(source)
+    parent = parent_of(path)
+    branches = [Branch(path.name, loop.state.events, source, parent)]
+    if parent is not None and isinstance(parent.get("path"), str):
+        found = path.parent / str(parent["path"])
+        try:
+            with warnings.catch_warnings():  # a torn tail: the events before it are shown
+                warnings.simplefilter("ignore", TornJournal)
+                branches.insert(0, Branch(found.name, Journal.read(found), str(found)))
+        except (OSError, TurnstileError):
+            parent["parent"] = f"not found: {found}" if not found.exists() else "damaged"
     Path(output).write_text(page(branches, loop.spec), encoding="utf-8")
 
 

@@ -10,11 +10,14 @@ import os
 import re
 import select
 import shutil
+import struct
 import subprocess
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from turnstile.core import (
     Compaction,
@@ -31,7 +34,7 @@ from turnstile.core import (
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
 from turnstile.core.request import Purpose
 from turnstile.executors import Journal, ScriptedModel, cli, sync
-from turnstile.executors._view import Branch, page
+from turnstile.executors._view import Branch, page, write_page
 
 HOSTILE = "</script><script>console.error('injected')</script><img src=x onerror=alert(1)>&amp;"
 
@@ -111,7 +114,10 @@ def test_each_event_offers_the_command_that_forks_there(tmp_path: Path) -> None:
     events = Journal.read(journal)
     text = page([Branch("run", events, str(journal))], SPEC)
     for i in range(len(events)):
-        assert f"turnstile fork &#x27;{journal}&#x27; --at {i}</code>" in text
+        forks = (
+            f"turnstile fork &#x27;{journal}&#x27; --at {i} -o &#x27;my run-at-{i}.journal&#x27;"
+        )
+        assert forks + "</code>" in text
 
 
 def test_retries_fallbacks_approvals_and_costs_are_shown(tmp_path: Path) -> None:
@@ -131,7 +137,7 @@ def test_a_dumped_state_is_viewed_as_a_journal_is(tmp_path: Path) -> None:
     assert cli.main(["view", str(dump), "-o", str(tmp_path / "a.html")]) == 0
     assert cli.main(["view", str(journal), "-o", str(tmp_path / "b.html")]) == 0
     a, b = ((tmp_path / f).read_text() for f in ("a.html", "b.html"))
-    assert a.replace("state.json", "run.journal") == b
+    assert a.replace("state.json", "run.journal").replace("state-at-", "run-at-") == b
 
 
 def test_an_unwritable_page_is_one_line_and_exit_2(
@@ -167,11 +173,41 @@ def test_a_fork_is_drawn_as_a_branch_from_where_it_leaves(tmp_path: Path) -> Non
     assert "<h3>turn 4</h3>" in trunk and "<h3>turn 2</h3>" in branch
 
 
-def test_a_forked_journal_s_parent_is_shown(tmp_path: Path) -> None:
-    events = Journal.read(journal_of_every_kind(tmp_path / "j"))
-    parent = {"path": "parent.journal", "run": "r-1", "at": 3}
-    text = page([Branch("fork.journal", events, parent=parent)], SPEC)
-    assert "<br>path: parent.journal<br>run: r-1<br>at: 3" in text
+def fork_journal(path: Path, parent: dict[str, object], events: list[Any]) -> Path:
+    """A fork's journal as `turnstile fork` writes one: schema 2, its header record naming
+    its parent, then its events."""
+
+    def record(payload: bytes) -> bytes:
+        length = struct.pack("<I", len(payload))
+        return struct.pack("<III", len(payload), zlib.crc32(length), zlib.crc32(payload)) + payload
+
+    records = [record(msgspec.json.encode(x)) for x in [parent, *events]]
+    path.write_bytes(b"turnstile-journal\n" + struct.pack("<I", 2) + b"".join(records))
+    return path
+
+
+def test_a_fork_s_journal_is_drawn_with_the_parent_it_names(tmp_path: Path) -> None:
+    events = Journal.read(journal_of_every_kind(tmp_path / "main.journal"))
+    at = next(i for i, e in enumerate(events) if type(e) is ToolReturned)
+    mine = forked(events, at)
+    named = {"path": "main.journal", "run": "r-1", "index": at, "change": {"results": {}}}
+    fork = fork_journal(tmp_path / "what-if.journal", named, mine)
+    write_page(tmp_path / "run.html", Loop.replay(SPEC, mine), str(fork))
+    text = (tmp_path / "run.html").read_text()
+    assert f"<br>path: main.journal<br>run: r-1<br>index: {at}" in text
+    assert "<br>change: {&quot;results&quot;:{}}" in text
+    [trunk, branch] = text.split('<section class="branch"')[1:]
+    assert trunk.startswith(' id="b0"><h2>main.journal</h2>')
+    assert f"from event #{at}, after {at} shared with main.journal" in branch
+
+
+def test_a_fork_whose_parent_is_gone_is_drawn_alone(tmp_path: Path) -> None:
+    events = Journal.read(journal_of_every_kind(tmp_path / "main.journal"))
+    fork = fork_journal(tmp_path / "fork.journal", {"path": "gone.journal", "index": 3}, events)
+    write_page(tmp_path / "run.html", Loop.replay(SPEC, events), str(fork))
+    text = (tmp_path / "run.html").read_text()
+    assert text.count('<section class="branch"') == 1
+    assert f"parent: not found: {tmp_path / 'gone.journal'}" in text
 
 
 # -- the page in a browser -----------------------------------------------------------------
