@@ -256,6 +256,9 @@ class _Writer:
     def requested(self, command: CallModel, cid: str, not_before: float | None) -> None:
         req = command.request
         previous, self.request = self.request, command
+        if previous is not None and previous.id == cid:  # handed out again on a resume
+            self.row(None, "retry", f"<b>request {_e(cid)} sent again</b> by the new process")
+            return
         if self.failed and previous is not None:
             again = (
                 "retry"

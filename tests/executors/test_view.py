@@ -28,6 +28,7 @@ from turnstile.core import (
     ModelReplied,
     ModelRequest,
     Price,
+    Resumed,
     ToolReturned,
     tool,
 )
@@ -399,3 +400,14 @@ def test_a_compaction_and_its_summary_are_shown_where_they_came() -> None:
     )
     assert "compacted (summarize): messages 2–" in text
     assert re.search(r"request</b> model-\d+ · \d+ of \d+ messages", text)  # what was left out
+
+
+def test_a_resumed_model_call_stays_in_its_turn() -> None:
+    loop = Loop(LoopSpec())
+    loop.start("hi", 0.0)
+    loop.send(Resumed(now=1.0))
+    loop.send(ModelReplied("model-1", answer("hello"), now=2.0))
+    text = page([Branch("run", loop.state.events)], LoopSpec())
+    assert text.count('<article class="card turn">') == 1
+    assert "<b>resumed</b> by a new process" in text
+    assert "<b>request model-1 sent again</b> by the new process" in text
