@@ -77,10 +77,6 @@ def _pre(text: str, cls: str = "") -> str:
     return f'<pre class="{cls}">{_e(text)}</pre>' if cls else f"<pre>{_e(text)}</pre>"
 
 
-def _money(cost: float) -> str:
-    return f"{cost:.4f}"
-
-
 def _json(value: object) -> str:
     return value if isinstance(value, str) else msgspec.json.encode(value).decode()
 
@@ -102,6 +98,7 @@ class _Writer:
     def __init__(self, b: int, branch: Branch, spec: LoopSpec, shared: int) -> None:
         self.b, self.branch, self.shared = b, branch, shared
         self.loop: Loop | None = Loop(spec)
+        self.priced = bool(spec.prices)
         self.out: list[str] = []
         self.rows: list[str] = []
         self.card: tuple[str, str] | None = None  # (class, title) of the card being written
@@ -117,6 +114,10 @@ class _Writer:
         source = branch.source or branch.label
         self.fork = f"turnstile fork {shlex.quote(source)} --at {{}} -o {{}}"
         self.stem = Path(source).stem
+
+    def money(self, cost: float) -> str:
+        """What a cost reads as, where the spec prices its models."""
+        return f" · cost {cost:.4f}" if self.priced else ""
 
     # -- cards -------------------------------------------------------------------------------
 
@@ -234,12 +235,11 @@ class _Writer:
         r = ev.response
         self.failed = False
         model = ev.model or (self.request.request.model if self.request else None)
-        cost = (state.cost - before) if state else 0.0
-        total = f" · so far {_usage(state.usage)} · cost {_money(state.cost)}" if state else ""
+        cost = self.money((state.cost - before) if state else 0.0)
+        total = f" · so far {_usage(state.usage)}{self.money(state.cost)}" if state else ""
         head = (
             f"<b>reply</b>{' · ' + _e(model) if model else ''} · {_e(r.stop.value)}"
-            f'<span class="tok">this call {_e(_usage(r.usage))} · cost {_money(cost)}'
-            f"{_e(total)}</span>"
+            f'<span class="tok">this call {_e(_usage(r.usage))}{cost}{_e(total)}</span>'
         )
         self.row(i, "reply", head + "".join(self.part(p) for p in r.content))
 
@@ -336,7 +336,7 @@ def _totals(writer: _Writer) -> str:
     if writer.loop is None:
         return "does not replay"
     state = writer.loop.state
-    cost = f" · cost {_money(state.cost)}" if state.cost else ""
+    cost = f" · cost {state.cost:.4f}" if state.cost else ""
     end = state.stop_reason.value if state.phase == "done" else str(state.phase)
     return f"{end} · {state.turns} turns · {_usage(state.usage)}{cost}"
 
@@ -426,7 +426,7 @@ h1{font-size:18px;margin:0 0 8px}h2{font-size:16px;margin:16px 0 8px}h3{font-siz
 main{padding:0 20px 40px}table.ov{border-collapse:collapse}
 .ov td,.ov th{border:1px solid #dde;padding:2px 8px;text-align:left;vertical-align:top}
 .card{background:#fff;border:1px solid #dde;border-left:4px solid #5668d8;border-radius:4px;
-margin:8px 0;padding:6px 10px}
+margin:8px 0;padding:6px 10px;content-visibility:auto;contain-intrinsic-size:auto 240px}
 .card.start{border-left-color:#888}.card.finalize,.card.summarize{border-left-color:#b07b00}
 .card.err{border-left-color:#c0392b}.card ol{list-style:none;margin:4px 0 0;padding:0}
 .card li{padding:3px 0;border-top:1px solid #f0f0f4}
