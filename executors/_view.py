@@ -190,6 +190,7 @@ class _Writer:
         state = self.loop.state if self.loop else None
         match event:
             case Started(messages=messages, tools=tools):
+                self.failed = False  # a new run: its first call is no retry
                 self.begin("start", "start")
                 names = ", ".join(t.name for t in tools) or "none"
                 body = "".join(self.message(m) for m in messages)

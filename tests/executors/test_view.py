@@ -25,6 +25,7 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ModelError,
+    ModelFailed,
     ModelReplied,
     ModelRequest,
     Price,
@@ -32,7 +33,16 @@ from turnstile.core import (
     ToolReturned,
     tool,
 )
-from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolResults,
+    Usage,
+    UserMessage,
+)
 from turnstile.core.request import Purpose
 from turnstile.executors import Journal, ScriptedModel, cli, sync
 from turnstile.executors._view import Branch, page, write_page
@@ -411,3 +421,22 @@ def test_a_resumed_model_call_stays_in_its_turn() -> None:
     assert text.count('<article class="card turn">') == 1
     assert "<b>resumed</b> by a new process" in text
     assert "<b>request model-1 sent again</b> by the new process" in text
+
+
+def test_events_the_spec_refuses_are_shown_as_recorded_after_a_note(tmp_path: Path) -> None:
+    events = Journal.read(journal_of_every_kind(tmp_path / "j"))
+    strict = LoopSpec(tools=SPEC.tools, guards=Guards(max_turns=1))  # the run took 4 turns
+    text = page([Branch("run", events)], strict)
+    assert '<article class="card err"><h3>the replay stops at event #' in text
+    assert f'id="b0-e{len(events) - 1}"' in text and "<b>not finished</b>: phase ?" in text
+
+
+def test_a_run_going_on_after_a_failed_one_starts_a_new_turn() -> None:
+    loop = Loop(LoopSpec())
+    loop.start("hi", 0.0)
+    loop.send(ModelFailed("model-1", "boom", now=1.0))
+    [ask] = loop.start([AssistantMessage([Text("(none)")]), UserMessage("again")], 2.0)
+    loop.send(ModelReplied(ask.id, answer("hello"), now=3.0))
+    text = page([Branch("run", loop.state.events)], LoopSpec())
+    assert text.count('<article class="card start">') == 2
+    assert text.count('<article class="card turn">') == 2 and "<b>retry</b>" not in text
