@@ -61,12 +61,14 @@ from ._transcript import _args, _compact, _compacted, _shown, _usage
 
 class Branch(NamedTuple):
     """One run's events under a label. `source`: the file the fork commands name; `parent`:
-    what a forked journal says of the run it came from, shown as it is given."""
+    what a forked journal says of the run it came from, shown as it is given; `spec`: the
+    run's own, if not the page's."""
 
     label: str
     events: Sequence[Event]
     source: str | None = None
     parent: Mapping[str, object] | None = None
+    spec: LoopSpec | None = None
 
 
 def _e(text: object) -> str:
@@ -351,7 +353,7 @@ def page(branches: Sequence[Branch], spec: LoopSpec) -> str:
     for j, branch in enumerate(branches[1:], 1):
         at, of = max((_shared(branches[k].events, branch.events), k) for k in range(j))
         forks.append((of, at))
-    writers = [_Writer(j, br, spec, forks[j][1]) for j, br in enumerate(branches)]
+    writers = [_Writer(j, br, br.spec or spec, forks[j][1]) for j, br in enumerate(branches)]
     for j, (of, at) in enumerate(forks[1:], 1):
         note = f'↳ <a href="#b{j}">{_e(branches[j].label)}</a> leaves here'
         writers[of].marks.setdefault(at, []).append(note)
@@ -399,21 +401,26 @@ def parent_of(path: Path) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
-def write_page(output: str | Path, loop: Loop, source: str) -> None:
-    """Write the page of the run `loop` holds, read from `source`; a fork's journal with the
-    run it names as its parent (found beside it), as two branches."""
-    path = Path(source)
-    parent = parent_of(path)
-    branches = [Branch(path.name, loop.state.events, source, parent)]
-    if parent is not None and isinstance(parent.get("path"), str):
-        found = path.parent / str(parent["path"])
-        try:
-            with warnings.catch_warnings():  # a torn tail: the events before it are shown
-                warnings.simplefilter("ignore", TornJournal)
-                branches.insert(0, Branch(found.name, Journal.read(found), str(found)))
-        except (OSError, TurnstileError):
-            parent["parent"] = f"not found: {found}" if not found.exists() else "damaged"
-    Path(output).write_text(page(branches, loop.spec), encoding="utf-8")
+def write_page(output: str | Path, runs: Sequence[tuple[Loop, str]]) -> None:
+    """Write the page of runs (each a loop and the file it was read from) as branches; a
+    fork's journal comes after the parent its header names, found beside it, if not given."""
+    given = {Path(source).resolve() for _, source in runs}
+    branches: list[Branch] = []
+    for loop, source in runs:
+        path = Path(source)
+        parent = parent_of(path)
+        if parent is not None and isinstance(parent.get("path"), str):
+            found = path.parent / str(parent["path"])
+            try:
+                if found.resolve() not in given:
+                    with warnings.catch_warnings():  # a torn tail: the events before it
+                        warnings.simplefilter("ignore", TornJournal)
+                        events = Journal.read(found)
+                    branches.append(Branch(found.name, events, str(found), spec=loop.spec))
+            except (OSError, TurnstileError):
+                parent["parent"] = f"not found: {found}" if not found.exists() else "damaged"
+        branches.append(Branch(path.name, loop.state.events, source, parent, loop.spec))
+    Path(output).write_text(page(branches, runs[0][0].spec), encoding="utf-8")
 
 
 def _hash(text: str) -> str:

@@ -144,9 +144,9 @@ def _show(args: argparse.Namespace) -> int:
 def _view(args: argparse.Namespace) -> int:
     from ._view import write_page  # only this command needs it
 
-    loop, _ = _load(args.state, args.spec)
+    runs = [(_load(path, args.spec)[0], path) for path in args.state]
     try:
-        write_page(args.output, loop, args.state)
+        write_page(args.output, runs)
     except OSError as e:
         raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
     return 0
@@ -385,8 +385,8 @@ def parser() -> argparse.ArgumentParser:
         "--follow", action="store_true", help="follow a journal as its run writes it, to its end"
     )
     show.set_defaults(fn=_show)
-    view = sub.add_parser("view", help="write a dumped state or a journal as one HTML page")
-    view.add_argument("state", metavar="STATE|JOURNAL")
+    view = sub.add_parser("view", help="write dumped states or journals as one HTML page")
+    view.add_argument("state", nargs="+", metavar="STATE|JOURNAL", help="runs forked are branches")
     view.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
     view.add_argument("--spec", metavar="SPEC", help=spec_help)
     view.set_defaults(fn=_view)

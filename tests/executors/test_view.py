@@ -203,7 +203,7 @@ def test_a_fork_s_journal_is_drawn_with_the_parent_it_names(tmp_path: Path) -> N
     mine = forked(events, at)
     named = {"path": "main.journal", "run": "r-1", "index": at, "change": {"results": {}}}
     fork = fork_journal(tmp_path / "what-if.journal", named, mine)
-    write_page(tmp_path / "run.html", Loop.replay(SPEC, mine), str(fork))
+    write_page(tmp_path / "run.html", [(Loop.replay(SPEC, mine), str(fork))])
     text = (tmp_path / "run.html").read_text()
     assert f"<br>path: main.journal<br>run: r-1<br>index: {at}" in text
     assert "<br>change: {&quot;results&quot;:{}}" in text
@@ -215,7 +215,7 @@ def test_a_fork_s_journal_is_drawn_with_the_parent_it_names(tmp_path: Path) -> N
 def test_a_fork_whose_parent_is_gone_is_drawn_alone(tmp_path: Path) -> None:
     events = Journal.read(journal_of_every_kind(tmp_path / "main.journal"))
     fork = fork_journal(tmp_path / "fork.journal", {"path": "gone.journal", "index": 3}, events)
-    write_page(tmp_path / "run.html", Loop.replay(SPEC, events), str(fork))
+    write_page(tmp_path / "run.html", [(Loop.replay(SPEC, events), str(fork))])
     text = (tmp_path / "run.html").read_text()
     assert text.count('<section class="branch"') == 1
     assert f"parent: not found: {tmp_path / 'gone.journal'}" in text
@@ -440,3 +440,17 @@ def test_a_run_going_on_after_a_failed_one_starts_a_new_turn() -> None:
     text = page([Branch("run", loop.state.events)], LoopSpec())
     assert text.count('<article class="card start">') == 2
     assert text.count('<article class="card turn">') == 2 and "<b>retry</b>" not in text
+
+
+def test_runs_given_together_are_drawn_as_the_branches_they_are(tmp_path: Path) -> None:
+    main = journal_of_every_kind(tmp_path / "main.journal")
+    events = Journal.read(main)
+    at = next(i for i, e in enumerate(events) if type(e) is ToolReturned)
+    with Journal(tmp_path / "what-if.journal") as other:
+        for event in forked(events, at):
+            other.append(event)
+    out = tmp_path / "both.html"
+    assert cli.main(["view", str(main), str(other.path), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.count('<section class="branch"') == 2
+    assert f"from event #{at}, after {at} shared with main.journal" in text
