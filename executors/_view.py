@@ -167,9 +167,13 @@ class _Writer:
                 self.command(command)
         for at in sorted(k for k in self.marks if k >= len(events)):  # after its last event
             self.rows += [f'<li class="mark">{note}</li>' for note in self.marks[at]]
-        if self.loop is None or self.loop.state.phase != "done":
-            phase = "?" if self.loop is None else self.loop.state.phase
-            self.row(None, "end", f"<b>not finished</b>: phase {_e(phase)}")
+        state = self.loop.state if self.loop else None
+        if state is None or state.phase != "done":
+            waits = [f"{p.call.name} ({p.call.id})" for p in state.outstanding] if state else []
+            where = f"phase {state.phase if state else '?'}"
+            where += f", waiting on {', '.join(waits)}" if waits else ""
+            self.row(None, "end", f"<b>not finished</b>: {_e(where)}")
+        self.last = max(self.last, self.shared)  # the last card shows where a branch stands
         self.end()
         return self.out
 

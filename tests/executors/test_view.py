@@ -454,3 +454,12 @@ def test_runs_given_together_are_drawn_as_the_branches_they_are(tmp_path: Path) 
     text = out.read_text()
     assert text.count('<section class="branch"') == 2
     assert f"from event #{at}, after {at} shared with main.journal" in text
+
+
+def test_a_fork_with_no_event_of_its_own_shows_where_it_stands(tmp_path: Path) -> None:
+    events = Journal.read(journal_of_every_kind(tmp_path / "j"))
+    at = next(i for i, e in enumerate(events) if type(e) is ToolReturned)
+    text = page([Branch("main", events), Branch("cut", events[:at])], SPEC)
+    branch = text.split('<section class="branch"')[2]
+    assert "<h3>turn 1</h3>" in branch and 'class="ev tool sh"' in branch
+    assert "<b>not finished</b>: phase awaiting_tools, waiting on lookup (a)" in branch
