@@ -204,18 +204,10 @@ class _Writer:
                 self.sent = len(state.messages) if state else len(messages)
             case ModelReplied():
                 self.replied(i, event, state, cost_before)
-            case ModelFailed(command_id=cid, message=msg, retryable=retryable):
+            case ModelFailed(command_id=cid, message=msg, retryable=retryable, status=status):
                 self.failed = True
-                kind = ", ".join(
-                    x
-                    for x in (
-                        "retryable" if retryable else "final",
-                        event.kind,
-                        f"HTTP {event.status}" if event.status else "",
-                        event.model or "",
-                    )
-                    if x
-                )
+                said = ("retryable" if retryable else "final", event.kind, status, event.model)
+                kind = ", ".join(f"HTTP {x}" if x == status else str(x) for x in said if x)
                 self.row(i, "fail", f"<b>{_e(cid)} failed</b> ({_e(kind)}): {_pre(msg)}")
             case ToolStarted(call_id=cid):
                 self.row(i, "tool", f"started {self.call(cid)}")

@@ -133,6 +133,7 @@ def test_each_event_offers_the_command_that_forks_there(tmp_path: Path) -> None:
 
 def test_retries_fallbacks_approvals_and_costs_are_shown(tmp_path: Path) -> None:
     text = page([Branch("run", Journal.read(journal_of_every_kind(tmp_path / "j")))], SPEC)
+    assert "<b>model-2 failed</b> (retryable, big)" in text
     assert "<b>retry</b>" in text and "<b>fallback to small</b>" in text
     assert "<b>approved</b> <b>delete</b>" in text and "<b>denied</b> <b>delete</b>" in text
     assert "<b>awaits approval</b>: delete (d1)" in text
