@@ -23,6 +23,7 @@ from . import (
     providers,
     temporal,
     tracing,
+    view,
 )
 
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += caching.rows(sizes, times)
     rows += longrun.rows(sizes, times)
     rows += temporal.rows(sizes, times)
+    rows += view.rows(sizes, times)
     if args.quick:
         rows.append(
             ("peers", "", "skipped in --quick (importing them alone takes seconds)", "", "")

@@ -150,6 +150,17 @@ def _diff(args: argparse.Namespace) -> int:
     return 0 if found.first is None else 1
 
 
+def _view(args: argparse.Namespace) -> int:
+    from ._view import write_page  # only this command needs it
+
+    runs = [(_load(path, args.spec)[0], path) for path in args.state]
+    try:
+        write_page(args.output, runs)
+    except OSError as e:
+        raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+    return 0
+
+
 def _validate(args: argparse.Namespace) -> int:
     path = args.path
     data = _read(path)
@@ -388,6 +399,11 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("b", metavar="B", help="two journals or dumped states")
     diff.add_argument("--spec", metavar="SPEC", help=spec_help + "; its prices give costs")
     diff.set_defaults(fn=_diff)
+    view = sub.add_parser("view", help="write dumped states or journals as one HTML page")
+    view.add_argument("state", nargs="+", metavar="STATE|JOURNAL", help="runs forked are branches")
+    view.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
+    view.add_argument("--spec", metavar="SPEC", help=spec_help)
+    view.set_defaults(fn=_view)
     check = sub.add_parser("validate", help="check a trace, a dumped state or a journal")
     check.add_argument("path", metavar="TRACE|STATE|JOURNAL")
     check.add_argument("--spec", metavar="SPEC", help=spec_help)
