@@ -132,6 +132,9 @@ class Sandbox:
             raise SandboxUnavailable(tier, gone)
         self.tier = tier
         self._applied = tuple(name for name in LAYERS if name in wanted)
+        if "landlock" in wanted and "private_root" not in wanted:
+            reads = f"{layers['landlock'].detail}; reads only what a root of its own would hold"
+            layers["landlock"] = Layer(True, reads)
         left_out = Layer(False, f"not in tier {tier!r}")
         self.layers: Mapping[str, Layer] = MappingProxyType(
             {n: layers[n] if n in wanted or not layers[n].in_force else left_out for n in LAYERS}
