@@ -184,3 +184,41 @@ def test_without_root_or_user_namespaces_the_landlock_tier_holds() -> None:
     assert _ran(output, "landlock") and not _ran(output, "unprivileged"), output[-4000:]
     reasons = _skipped(output, "unprivileged")
     assert reasons and all("user namespace" in why for why in reasons), reasons
+
+
+# The tier table of docs/how-to/sandbox.md: each cell as the tests and the tiers say.
+
+_DOCS = ROOT / "docs" / "how-to" / "sandbox.md"
+_MODULES = ("test_sandbox_security.py", "test_sandbox_root.py", "test_sandbox_resources.py")
+_NEEDS = re.compile(r"needs(?:_any|_all)?\((?:[\w.]+(?:\([^)]*\))?, )?((?:\"\w+\"(?:, )?)+)\)")
+
+
+def _rows() -> list[list[str]]:
+    text = _DOCS.read_text().split("<!-- tier table:", 1)[1].split("\n\n", 1)[0]
+    lines = [line for line in text.splitlines()[3:] if line.startswith("|")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+
+def _source(test: str) -> str:
+    for module in _MODULES:
+        text = (ROOT / "tests" / "executors" / module).read_text()
+        if f"def {test}(" in text:
+            return text.split(f"def {test}(", 1)[1].split("\ndef ", 1)[0]
+    raise AssertionError(f"the docs' tier table names {test}, which no sandbox test module has")
+
+
+def test_each_cell_of_the_docs_tier_table_is_what_its_test_and_the_tiers_say() -> None:
+    rows = _rows()
+    assert len(rows) >= 15
+    for _attack, contained, *cells, test in rows:
+        expression = contained.split(" (", 1)[0]
+        any_of = " or " in expression or " and " not in expression
+        layers = expression.split(" or " if any_of else " and ")
+        source = _source(test.strip("`"))
+        uses_tier = re.search(r"\b(box|warm|tier)\b", source.split(")", 1)[0])
+        assert uses_tier, f"{test} does not run per tier"
+        needed = {name for found in _NEEDS.findall(source) for name in re.findall(r"\w+", found)}
+        assert needed == ({*layers} - {"session"}), (test, needed, layers)
+        has = any if any_of else all
+        expected = ["✓" if has(n in TIERS[t] for n in layers) else "—" for t in TIER_NAMES]
+        assert cells == expected, (test, cells, expected)
