@@ -36,6 +36,7 @@ __all__ = [
     "set_parent_death_signal",
     "setns",
     "unshare",
+    "write_file",
 ]
 
 import ctypes
@@ -120,7 +121,8 @@ def no_new_privs() -> None:
     _prctl(_PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
-def _write_file(path: str, text: str) -> None:
+def write_file(path: str, text: str) -> None:
+    """Write `text` to the existing file `path` in one write (a /proc or cgroup file)."""
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, text.encode())
@@ -134,9 +136,9 @@ def enter_user_namespace(flags: int) -> None:
     capabilities to make namespaces and mounts there, and no more rights on any file."""
     uid, gid = os.geteuid(), os.getegid()
     unshare(CLONE_NEWUSER | flags)
-    _write_file("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write_file("/proc/self/setgroups", "deny")
-    _write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+    write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+    write_file("/proc/self/setgroups", "deny")
+    write_file("/proc/self/gid_map", f"{gid} {gid} 1")
 
 
 class _CapHeader(ctypes.Structure):
