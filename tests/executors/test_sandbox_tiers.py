@@ -119,10 +119,12 @@ processes in it, user namespaces are off, as the host's sysctl set to 0 would ma
 every process of the machine (here, only theirs)."""
 
 
-def _open_to_all(path: str) -> bool:
-    """Whether any user can reach and run `path` (no directory on the way is closed)."""
+def _open_to_all(path: str, mode: int = stat.S_IXOTH) -> bool:
+    """Whether any user can reach `path` (no directory on the way is closed) and run it (or
+    what `mode` says)."""
     real = Path(os.path.realpath(path))
-    return all(p.stat().st_mode & stat.S_IXOTH for p in [real, *real.parents])
+    reached = all(p.stat().st_mode & stat.S_IXOTH for p in real.parents)
+    return reached and real.stat().st_mode & mode == mode
 
 
 def _interpreter() -> str | None:
@@ -145,6 +147,9 @@ def _as_fresh_user(wrap: Callable[[list[str]], list[str]], *args: str) -> str:
     if python is None:
         pytest.skip(f"no python{sys.version_info[0]}.{sys.version_info[1]} any user can run")
     site = sysconfig.get_paths()["purelib"]
+    for needed in (str(ROOT / "tests" / "executors"), site):
+        if not _open_to_all(needed, stat.S_IROTH | stat.S_IXOTH):
+            pytest.skip(f"a fresh user could not read {needed}")
     user = ["--reuid", str(_USER), "--regid", str(_USER), "--clear-groups", "--reset-env"]
     command = [setpriv, *user, python, "-I", "-S", "-c", _RUN, site, *args]
     done = subprocess.run(
