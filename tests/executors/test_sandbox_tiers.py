@@ -1,5 +1,6 @@
-"""Each tier holds where its host can give it, root or not: the attack tests run per tier (their
-`tier` fixtures), and here again as a fresh unprivileged user, with user namespaces and without.
+"""A sandbox gets exactly its tier's layers or is not built; each tier holds where its host can
+give it, root or not: the attack tests run per tier (their `tier` fixtures), and here again as a
+fresh unprivileged user, with user namespaces and without.
 
 The helpers here (`sandbox_of`, `needs_any`) are what the attack tests build and skip with: a
 tier this host cannot give, or a layer a tier leaves out, is a skip that names why.
@@ -7,6 +8,7 @@ tier this host cannot give, or a layer a tier leaves out, is a skip that names w
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -18,16 +20,23 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+from turnstile.core import ToolOutcome
 from turnstile.executors.sandbox import (
     DEFAULT_LIMITS,
+    LAYERS,
     TIERS,
     Layer,
     Sandbox,
     SandboxLimits,
+    SandboxUnavailable,
     available_layers,
     available_tiers,
 )
+
+from . import escape_tools as e
+from . import hostile_tools as h
 
 ROOT = Path(__file__).resolve().parents[2]
 TIER_NAMES = tuple(TIERS)
@@ -75,6 +84,102 @@ def needs_all(layers: Mapping[str, Layer], *names: str) -> None:
     missing = [f"{name}: {layers[name].detail}" for name in names if not layers[name].in_force]
     if missing:
         pytest.skip(f"not in force here: {'; '.join(missing)}")
+
+
+# What a tier is: its layers, all of them or no sandbox.
+
+
+def without(*names: str) -> Callable[[bool], dict[str, Layer]]:
+    """A probe finding this machine's layers, with `names` missing (each for a reason naming
+    it)."""
+    found = {
+        **available_layers(),
+        **{name: Layer(False, f"no {name} on this host") for name in names},
+    }
+    return lambda network: found
+
+
+def test_a_sandbox_missing_layers_of_its_tier_raises_naming_each_and_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import turnstile.executors.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "probe", without("landlock", "seccomp"))
+    before = h.launchers()
+    for tier in TIERS:
+        with pytest.raises(SandboxUnavailable) as raised:
+            Sandbox([h.add], tier=tier)
+        assert raised.value.tier == tier
+        assert raised.value.missing == {
+            "landlock": "no landlock on this host",
+            "seccomp": "no seccomp on this host",
+        }
+        assert "landlock: no landlock on this host; seccomp: no seccomp on this host" in str(
+            raised.value
+        )
+    assert h.launchers() == before  # nothing was started, let alone run
+
+
+def test_a_tier_holds_without_the_layers_it_leaves_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import turnstile.executors.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "probe", without("cgroup", "separate_uid"))
+    with pytest.raises(SandboxUnavailable, match="missing cgroup, separate_uid"):
+        Sandbox([h.add])  # the default, full, needs both
+    if not available_tiers()["unprivileged"].available:
+        pytest.skip(f"unprivileged: {available_tiers()['unprivileged'].missing}")
+    with Sandbox([h.add], tier="unprivileged") as box:
+        assert box.run("add", {"a": 1, "b": 2}) == ("3", False)
+        assert box.layers["cgroup"] == Layer(False, "no cgroup on this host")
+
+
+def test_the_default_tier_is_the_strongest_and_never_falls_back() -> None:
+    full = available_tiers()["full"]
+    assert next(iter(TIERS)) == "full" and TIERS["full"] == LAYERS
+    if not full.available:
+        with pytest.raises(SandboxUnavailable) as raised:
+            Sandbox([h.add])
+        assert raised.value.missing == full.missing
+        return
+    with Sandbox([h.add]) as box:
+        assert box.tier == "full" and all(layer.in_force for layer in box.layers.values())
+
+
+def test_each_tier_is_a_subset_of_the_one_before_it() -> None:
+    tiers = list(TIERS.values())
+    assert all(set(weaker) < set(stronger) for stronger, weaker in itertools.pairwise(tiers))
+    assert {"cgroup", "separate_uid"} & set(TIERS["unprivileged"]) == set()
+    assert {"landlock", "seccomp", "rlimits"} <= set(TIERS["landlock"])
+    assert not {name for name in TIERS["landlock"] if "namespace" in name}
+
+
+def test_available_tiers_name_each_missing_layer_of_each_tier_and_why() -> None:
+    layers = available_layers()
+    for name, tier in available_tiers().items():
+        assert tier.layers == TIERS[name]
+        expected = {n: layers[n].detail for n in TIERS[name] if not layers[n].in_force}
+        assert tier.missing == expected and tier.available == (not expected)
+
+
+def test_a_weaker_tier_applies_only_its_own_layers(tmp_path: Path) -> None:
+    needs_tier("landlock")
+    secret = tmp_path / "host-file"
+    secret.write_text("host")
+    with Sandbox([e.reads, h.where_am_i], tier="landlock") as box:
+        assert box.tier == "landlock"
+        assert [n for n, layer in box.layers.items() if layer.in_force] == list(TIERS["landlock"])
+        # no root of its own, yet Landlock lets it read only what that root would hold
+        assert json_of(box.run("reads", {"paths": [str(secret)]})) == {
+            str(secret): "PermissionError"
+        }
+        assert "reads only what a root of its own would hold" in box.layers["landlock"].detail
+    with pytest.raises(ValueError, match="unknown sandbox tier 'strong'"):
+        Sandbox([h.add], tier="strong")
+
+
+def json_of(outcome: ToolOutcome) -> Any:
+    assert not outcome.is_error, outcome.content
+    return msgspec.json.decode(outcome.content)
 
 
 # As a fresh user: the attack tests, run by pytest as a user of no privilege at all.
