@@ -178,8 +178,11 @@ EXPORTS = {
         "Sandbox",
         "SandboxLimits",
         "SandboxUnavailable",
+        "TIERS",
+        "Tier",
         "UnsendableDeps",
         "available_layers",
+        "available_tiers",
     ],
     "turnstile.executors.sync": ["call_model", "run"],
     "turnstile.executors.temporal": [

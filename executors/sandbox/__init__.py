@@ -12,9 +12,10 @@ the arguments and calls it with `invoke`, exactly as in-process; a crash, hang, 
 output or escape attempt ends as an `is_error` outcome naming the limit, and every process the
 call started is gone when `run` returns.
 
-Which isolation layers are in force depends on the machine (root, kernel, libseccomp):
-`available_layers()` says, `Sandbox.layers` shows what a sandbox uses, and `require=` refuses
-to build a sandbox that would run with less.
+A sandbox applies the layers of its tier (`TIERS`: `full` unless another is chosen), and
+`require=` adds layers; where one is missing here it raises `SandboxUnavailable` naming each,
+and never runs with fewer. `available_layers()` and `available_tiers()` say what this machine
+can give, `Sandbox.layers` what a sandbox uses.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ __all__ = [
     "ALWAYS_REQUIRED",
     "DEFAULT_LIMITS",
     "LAYERS",
+    "TIERS",
     "Layer",
     "Sandbox",
     "SandboxLimits",
     "SandboxUnavailable",
+    "Tier",
     "UnsendableDeps",
     "available_layers",
+    "available_tiers",
 ]
 
 import weakref
@@ -40,7 +44,7 @@ from turnstile.core import Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._cgroup import where
 from ._host import exchange, host_sys_path
-from ._layers import LAYERS, Layer, SandboxUnavailable, check_required
+from ._layers import LAYERS, TIERS, Layer, SandboxUnavailable, Tier, missing, tier_of
 from ._limits import SandboxLimits
 from ._pool import Pool
 from ._probe import probe
@@ -63,6 +67,13 @@ def available_layers() -> Mapping[str, Layer]:
     return MappingProxyType(probe(False))
 
 
+def available_tiers() -> Mapping[str, Tier]:
+    """Each tier (`TIERS`, strongest first) and whether this machine can give it to calls
+    without network: each of its layers missing here, with why."""
+    layers = probe(False)
+    return MappingProxyType({name: Tier(t, missing(t, layers)) for name, t in TIERS.items()})
+
+
 def _layers_for(limits: SandboxLimits) -> dict[str, Layer]:
     layers = dict(probe(limits.network))
     if limits.network:
@@ -70,15 +81,22 @@ def _layers_for(limits: SandboxLimits) -> dict[str, Layer]:
     return layers
 
 
+def _order(name: str) -> int:
+    return LAYERS.index(name) if name in LAYERS else len(LAYERS)
+
+
 class Sandbox:
     """Runs `tools` one confined process tree per call, within `limits`. A tool is a `Tool` or
     a function (wrapped with `@tool`) defined at a module's top level, or a path string
     "package.module:function"; the call's process imports it by that path.
 
-    `require` names layers (see `LAYERS`) that must be in force besides `ALWAYS_REQUIRED`,
-    else `SandboxUnavailable` is raised here. `warm` keeps that many launchers started, each
-    with its next call's process tree made ahead, so a call costs neither an interpreter start
-    nor forks; `close()` (or leaving a `with` block) stops them. Thread-safe.
+    `tier` names the layers its calls get (see `TIERS`); the default is the strongest, and a
+    weaker one is chosen by name. `require` adds layers (see `LAYERS`). Where any of them is
+    missing here, `SandboxUnavailable` is raised, naming each and why: a sandbox never runs
+    its calls with fewer layers than its policy, nor with layers it leaves out. `warm` keeps
+    that many launchers started, each with its next call's process tree made ahead, so a call
+    costs neither an interpreter start nor forks; `close()` (or leaving a `with` block) stops
+    them. Thread-safe.
 
     A tool's `ToolContext` crosses to its process: the call's id, and of the run's `deps` what
     `deps` picks (`deps=lambda d: d` for all of them; none unless given, for the code in here
@@ -92,6 +110,7 @@ class Sandbox:
         tools: Iterable[Tool | Callable[..., Any] | str],
         limits: SandboxLimits = DEFAULT_LIMITS,
         *,
+        tier: str = "full",
         require: Iterable[str] = (),
         warm: int = 0,
         deps: Callable[[Any], Any] | None = None,
@@ -106,9 +125,20 @@ class Sandbox:
                 raise ValueError(f"two tools are named {ref.spec.name!r}")
             self._tools[ref.spec.name] = ref
         layers = _layers_for(limits)
-        check_required((*ALWAYS_REQUIRED, *require), layers)
-        self.layers: Mapping[str, Layer] = MappingProxyType(layers)
-        self._applied = tuple(name for name, layer in layers.items() if layer.in_force)
+        policy = [n for n in tier_of(tier) if not (limits.network and n == "network_namespace")]
+        wanted = {*ALWAYS_REQUIRED, *policy, *require}
+        gone = missing(sorted(wanted, key=_order), layers)
+        if gone:
+            raise SandboxUnavailable(tier, gone)
+        self.tier = tier
+        self._applied = tuple(name for name in LAYERS if name in wanted)
+        if "landlock" in wanted and "private_root" not in wanted:
+            reads = f"{layers['landlock'].detail}; reads only what a root of its own would hold"
+            layers["landlock"] = Layer(True, reads)
+        left_out = Layer(False, f"not in tier {tier!r}")
+        self.layers: Mapping[str, Layer] = MappingProxyType(
+            {n: layers[n] if n in wanted or not layers[n].in_force else left_out for n in LAYERS}
+        )
         self._sys_path = host_sys_path()
         modules = [ref.path.partition(":")[0] for ref in self._tools.values()]
         needed = needed_paths(modules, limits.writable_paths, network=limits.network)

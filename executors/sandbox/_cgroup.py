@@ -27,6 +27,7 @@ import time
 import msgspec
 
 from ._limits import SandboxLimits
+from ._linux import write_file
 
 _V1 = ("memory", "pids", "cpuacct")
 _V2 = ("memory", "pids")
@@ -44,14 +45,6 @@ class Hierarchy(msgspec.Struct, frozen=True):
 def _read(path: str) -> str:
     with open(path) as f:
         return f.read()
-
-
-def _write(path: str, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
 
 
 def _mounts() -> dict[str, tuple[str, str]]:
@@ -188,13 +181,13 @@ class Cgroup:
             if self.version == 2
             else ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", None)
         )
-        _write(os.path.join(memory, names[0]), str(limits.memory_bytes))
+        write_file(os.path.join(memory, names[0]), str(limits.memory_bytes))
         swap = os.path.join(memory, names[1])
         if os.path.exists(swap):  # v1 counts memory+swap; v2 swap alone
-            _write(swap, "0" if self.version == 2 else str(limits.memory_bytes))
+            write_file(swap, "0" if self.version == 2 else str(limits.memory_bytes))
         if names[2] is not None:
-            _write(os.path.join(memory, names[2]), "1")  # an OOM kills the whole call
-        _write(os.path.join(pids, "pids.max"), str(limits.processes + 1))  # and its init
+            write_file(os.path.join(memory, names[2]), "1")  # an OOM kills the whole call
+        write_file(os.path.join(pids, "pids.max"), str(limits.processes + 1))  # and its init
 
     def join(self) -> None:
         """Move this process (the call's init, before it forks) into the cgroup. On v1, a
@@ -203,7 +196,7 @@ class Cgroup:
         tree not ready for a call coming soon after the last)."""
         single = self.version == 1 and len(os.listdir("/proc/self/task")) == 1
         for d in self.dirs:
-            _write(os.path.join(d, "tasks" if single else "cgroup.procs"), "0")
+            write_file(os.path.join(d, "tasks" if single else "cgroup.procs"), "0")
 
     def _cpu_s(self) -> float:
         text = os.pread(self._usage, 4096, 0).decode()

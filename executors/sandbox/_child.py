@@ -160,12 +160,14 @@ def serve(
     covers: dict[str, int],
     workdir: str | None,
     ahead: bool,
+    needed: tuple[str, ...] = (),
 ) -> NoReturn:
     """Wait on `sock` for the call (in a memfd) and its result and output pipes, confine this
     process (the launcher and init recorded the layers they `made`; `covers` holds the way to
     the host's mount namespace if they built the call a root, `workdir` the work dir they made
     in the call's tmpfs), then run the call or, for a probe, report the layers; exits, never
-    returns. Made `ahead` of its call, it rehearses while it waits."""
+    returns. Made `ahead` of its call, it rehearses while it waits. Without a root of its own,
+    Landlock lets it read only the host paths its root would hold (`needed`)."""
     set_parent_death_signal(signal.SIGKILL)
     made = {**made, "ipc_namespace": _private_ipc(covers)}
     if ahead:
@@ -191,7 +193,7 @@ def serve(
             layers["private_root"] = root
         plumb(result_fd, output_fd)  # closes the covers' handles too
         ready = all(layer.in_force for layer in layers.values())
-        ready = confine(call, wanted, layers) and ready
+        ready = confine(call, wanted, layers, needed) and ready
         if call.probe:
             _write(Report(layers))
         elif not ready:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from . import _landlock as landlock
 from . import _seccomp as seccomp
 from ._layers import Layer
-from ._linux import no_new_privs
+from ._linux import drop_capabilities, no_new_privs
 from ._view import interpreter_paths, unreadable
 from ._wire import Call
 
@@ -78,14 +78,27 @@ def _rlimits(call: Call) -> str:
 
 def _no_new_privs(call: Call) -> str:
     no_new_privs()
-    return "no exec can gain privileges"
+    if os.geteuid() == 0:
+        return "no exec can gain privileges"
+    drop_capabilities()  # those its user namespace gave it
+    return "no exec can gain privileges; no capabilities, in its user namespace either"
+
+
+_readable: tuple[str, ...] = ()
+"""The host paths a call without a root of its own may read (set by `confine`)."""
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 
 
 def _landlock(call: Call) -> str:
     writable = [call.workdir, *call.limits.writable_paths, os.devnull]
-    if "private_root" in call.layers and not call.probe:  # (a probe tries every layer)
-        writable += ["/dev/shm", "/dev/mqueue"]  # the call's own, in its own root
-    return landlock.restrict(writable, network=call.limits.network)
+    if "private_root" in call.layers or call.probe:  # (a probe tries every layer)
+        if not call.probe:
+            writable += ["/dev/shm", "/dev/mqueue"]  # the call's own, in its own root
+        return landlock.restrict(writable, network=call.limits.network)
+    # no root of its own: what it may read is limited as its root would be (no host's /proc)
+    own = (*_readable, *_DEVICES, f"/proc/{os.getpid()}")  # /proc/self: its own, no other
+    readable = [p for p in own if "\0" not in p and os.path.exists(p)]
+    return landlock.restrict(writable, network=call.limits.network, readable=readable)
 
 
 def _separate_uid(call: Call) -> str:
@@ -119,9 +132,14 @@ _STEPS: tuple[tuple[str, Callable[[Call], str]], ...] = (
 )
 
 
-def confine(call: Call, wanted: set[str], layers: dict[str, Layer]) -> bool:
+def confine(
+    call: Call, wanted: set[str], layers: dict[str, Layer], readable: tuple[str, ...] = ()
+) -> bool:
     """Apply each wanted step, recording how it went in `layers`. A real call stops at the
-    first failure (returns False); a probe tries them all."""
+    first failure (returns False); a probe tries them all. Without a root of its own, the call
+    may read only `readable` of the host (and its work dir, writable paths and devices)."""
+    global _readable
+    _readable = readable
     for name, step in _STEPS:
         if name not in wanted:
             continue

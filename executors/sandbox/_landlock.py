@@ -1,6 +1,7 @@
 """Landlock: the kernel lets the call write only below the paths it is given, even as root.
 
-Reads stay allowed everywhere (the interpreter and the tool's modules must load). Newer ABIs
+Reads stay allowed everywhere (the interpreter and the tool's modules must load), unless the
+call is given the paths it may read (a call without a root of its own). Newer ABIs
 add more: TCP bind/connect (ABI 4) and scoping of signals and abstract unix sockets to the
 call's own processes (ABI 6). Whatever the running kernel offers is used; `restrict` says what.
 """
@@ -21,7 +22,10 @@ _RESTRICT_SELF = 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 
+_EXECUTE = 1 << 0
 _WRITE_FILE = 1 << 1
+_READ_FILE = 1 << 2
+_READ_DIR = 1 << 3
 _REMOVE_DIR = 1 << 4
 _REMOVE_FILE = 1 << 5
 _MAKE_CHAR = 1 << 6
@@ -97,14 +101,22 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def restrict(writable: Sequence[str], *, network: bool) -> str:
-    """Confine this process (and all it starts) to writing below `writable`; without `network`,
-    deny TCP where the ABI allows. Returns what is enforced, e.g. "ABI 7: writes, TCP, ..."."""
+def restrict(
+    writable: Sequence[str], *, network: bool, readable: Sequence[str] | None = None
+) -> str:
+    """Confine this process (and all it starts) to writing below `writable` and, if given, to
+    reading and running below `readable` and `writable` only; without `network`, deny TCP where
+    the ABI allows. Returns what is enforced, e.g. "ABI 7: writes, TCP, ..."."""
     version = abi()
     directory, file = _write_rights(version)
+    enforced = ["writes"]
+    reads = (0, 0)
+    if readable is not None:
+        reads = (_READ_FILE | _READ_DIR | _EXECUTE, _READ_FILE | _EXECUTE)
+        enforced.append("reads")
+    directory, file = directory | reads[0], file | reads[1]
     attr = _RulesetAttr(directory, 0, 0)
     size = 8
-    enforced = ["writes"]
     if version >= 4:
         size = 16
         if not network:
@@ -118,6 +130,8 @@ def restrict(writable: Sequence[str], *, network: bool) -> str:
     try:
         for path in writable:
             _allow(ruleset, path, directory if os.path.isdir(path) else file)
+        for path in readable or ():
+            _allow(ruleset, path, reads[0] if os.path.isdir(path) else reads[1])
         _syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), 0)
     finally:
         os.close(ruleset)

@@ -24,6 +24,11 @@ the rest of its namespace), never while one still runs. `Kill` from the host SIG
 effect).
 Without pid namespaces the launcher is a child subreaper instead: orphans come back to it and
 are killed before `Done`, and trees are made only when their call comes.
+
+Not root, a launcher makes its calls' namespaces in a user namespace of its own (mapping only
+its own uid), made before its first tree: it forks once into it, the fork serving as the
+launcher (pid 1 of a pid namespace of its own, so that it can come back to it after making each
+call's) while the first process waits for it to end.
 """
 
 from __future__ import annotations
@@ -50,8 +55,8 @@ from ._linux import (
     CLONE_NEWNS,
     CLONE_NEWPID,
     children,
+    enter_user_namespace,
     limit_malloc_arenas,
-    mount_proc,
     private_mounts,
     set_child_subreaper,
     set_parent_death_signal,
@@ -67,8 +72,17 @@ _LOOK_S = 0.01
 much CPU time as its processes use in that while."""
 
 
+_NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace", "ipc_namespace")
+_no_user_namespace = ""
+"""Why this launcher, not root, could not make a user namespace (if it tried and failed)."""
+
+
 def _failed(e: OSError) -> Layer:
-    needs = " (needs root, or CAP_SYS_ADMIN)" if e.errno == errno.EPERM else ""
+    needs = ""
+    if e.errno == errno.EPERM:
+        needs = " (needs root, or CAP_SYS_ADMIN)"
+        if _no_user_namespace:
+            needs = f" (needs root, or a user namespace: {_no_user_namespace})"
     return Layer(False, (e.strerror or str(e)) + needs)
 
 
@@ -131,7 +145,6 @@ def _init(
             covers, locks = reveal(kind.needed, own_inodes)
             if locks is not None:
                 layers["private_locks"] = locks
-            mount_proc()
             detail = "private /proc: only the call's processes"
             if covers:
                 detail += f"; {', '.join(covers)} hidden but for the paths the call needs"
@@ -156,7 +169,7 @@ def _init(
     pid = os.fork()
     if pid == 0:
         os.close(up)
-        child.serve(socket.socket(fileno=down), layers, covers, workdir, ahead)
+        child.serve(socket.socket(fileno=down), layers, covers, workdir, ahead, kind.needed)
     os.close(down)
     for handle in covers.values():
         os.close(handle)
@@ -344,9 +357,37 @@ class _Trees:
         self._own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         self._ahead: Tree | None = None
         self._ready: _Tree | None = None
+        self._in_user_namespace = False
 
     def _make(self, kind: Tree, ahead: bool) -> _Tree:
+        if os.geteuid() != 0 and any(name in kind.layers for name in _NAMESPACES):
+            self._enter_user_namespace()
         return _make(kind, self._own, self._own_pid_namespace, ahead)
+
+    def _enter_user_namespace(self) -> None:
+        """Once, before the first tree that wants namespaces: fork into a user namespace of
+        this launcher's own (with a mount and a pid namespace it owns). The fork goes on as
+        the launcher; this process waits for it and exits as it does."""
+        global _no_user_namespace
+        if self._in_user_namespace or _no_user_namespace:
+            return
+        try:
+            enter_user_namespace(CLONE_NEWNS | CLONE_NEWPID)
+        except OSError as e:
+            _no_user_namespace = e.strerror or str(e)
+            if e.errno == errno.ENOSPC:
+                _no_user_namespace += " (user.max_user_namespaces is 0 here)"
+            return
+        pid = os.fork()
+        if pid != 0:
+            os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+            _, status = os.waitpid(pid, 0)
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        set_parent_death_signal(signal.SIGKILL)
+        set_child_subreaper()  # pid 1 of its namespace anyway: orphans come here
+        os.close(self._own_pid_namespace)
+        self._own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self._in_user_namespace = True
 
     def _refill(self) -> None:
         if self._ahead is not None and self._ready is None:

@@ -12,12 +12,15 @@ __all__ = [
     "CLONE_NEWNET",
     "CLONE_NEWNS",
     "CLONE_NEWPID",
+    "CLONE_NEWUSER",
     "attach",
     "bind",
     "children",
     "clone_mount",
     "clone_tree",
     "detach",
+    "drop_capabilities",
+    "enter_user_namespace",
     "install_seccomp_filter",
     "libc",
     "limit_malloc_arenas",
@@ -33,6 +36,7 @@ __all__ = [
     "set_parent_death_signal",
     "setns",
     "unshare",
+    "write_file",
 ]
 
 import ctypes
@@ -42,6 +46,7 @@ import os
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
 _MS_RDONLY = 0x1
@@ -72,6 +77,10 @@ _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAPABILITY_VERSION_3 = 0x20080522
+_CAPSET = {"x86_64": 126, "aarch64": 91, "riscv64": 91, "loongarch64": 91}
 _M_ARENA_MAX = -8
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -110,6 +119,46 @@ def set_child_subreaper() -> None:
 def no_new_privs() -> None:
     """No exec may gain privileges again (setuid bits, file caps); Landlock needs it."""
     _prctl(_PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def write_file(path: str, text: str) -> None:
+    """Write `text` to the existing file `path` in one write (a /proc or cgroup file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_user_namespace(flags: int) -> None:
+    """Move into a new user namespace (and the namespaces `flags` names besides, owned by it),
+    mapping only this process's own uid and gid: an unprivileged process gets the
+    capabilities to make namespaces and mounts there, and no more rights on any file."""
+    uid, gid = os.geteuid(), os.getegid()
+    unshare(CLONE_NEWUSER | flags)
+    write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+    write_file("/proc/self/setgroups", "deny")
+    write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint32) for name in ("effective", "permitted", "inheritable")]
+
+
+def drop_capabilities() -> None:
+    """Give up every capability (a user namespace's creator holds them all there), ambient
+    ones too, for good: with no_new_privs no exec gains any back."""
+    number = _CAPSET.get(os.uname().machine)
+    if number is None:
+        raise OSError(errno.ENOSYS, f"capset: unknown on {os.uname().machine}")
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, "prctl(PR_CAP_AMBIENT)")
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(libc.syscall(ctypes.c_long(number), ctypes.byref(header), data), "capset")
 
 
 class _SockFprog(ctypes.Structure):
@@ -231,10 +280,11 @@ def private_mounts() -> None:
     _check(libc.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None), "mount")
 
 
-def mount_proc() -> None:
-    """Mount a /proc that shows the current pid namespace only (the call's own processes)."""
+def mount_proc(target: str) -> None:
+    """Mount at `target` a /proc that shows the current pid namespace only (the call's own
+    processes)."""
     flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    _check(libc.mount(b"proc", b"/proc", b"proc", flags, None), "mount /proc")
+    _check(libc.mount(b"proc", target.encode(), b"proc", flags, None), "mount /proc")
 
 
 def limit_malloc_arenas(count: int) -> None:

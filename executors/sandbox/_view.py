@@ -45,6 +45,7 @@ from ._linux import (
     detach,
     mount_mqueue,
     mount_overlay,
+    mount_proc,
     mount_tmpfs,
     pivot_root_here,
     read_only,
@@ -226,7 +227,8 @@ def _copy(path: str, copy: str) -> None:
         try:
             while os.sendfile(made, source, None, 1 << 30):
                 pass
-            os.fchown(made, info.st_uid, info.st_gid)
+            if os.geteuid() == 0:  # in a user namespace the host's owners are not mapped
+                os.fchown(made, info.st_uid, info.st_gid)
             os.fchmod(made, stat.S_IMODE(info.st_mode))
         finally:
             os.close(made)
@@ -264,6 +266,8 @@ class _Own:
             _copy(path, copy)
             bind(copy, target)
             read_only(target)
+        elif os.geteuid() != 0:  # in a user namespace no mount made there shows devices
+            bind(path, target)
         else:
             parent, name = os.path.split(path)
             if parent not in self._dirs:
@@ -317,9 +321,11 @@ def _build(root: str, needed: Iterable[str], own: bool) -> None:
     for name in ("shm", "mqueue"):
         os.mkdir(f"{dev}/{name}")
     mount_tmpfs(f"{dev}/shm", "mode=1777,size=64m")
-    os.makedirs(root + "/proc", exist_ok=True)
     os.makedirs(root + "/tmp", exist_ok=True)
     shown.close()
+    os.makedirs(root + "/proc", exist_ok=True)
+    # before the pivot: in a user namespace, only while the host's /proc is still there
+    mount_proc(root + "/proc")
 
 
 _OWN_INODES = "the host's files in its root are its own inodes: no lock on them reaches the host"
@@ -333,6 +339,8 @@ def _own_root(needed: Iterable[str], own: bool) -> Layer | None:
         return None
     try:
         _build(_BUILD_AT, needed, True)
+        if os.geteuid() != 0:
+            return Layer(True, _OWN_INODES + " (but /dev's four devices: the host's, bound)")
         return Layer(True, _OWN_INODES)
     except OSError as e:
         detach(_BUILD_AT)
@@ -342,9 +350,10 @@ def _own_root(needed: Iterable[str], own: bool) -> Layer | None:
 
 def reveal(needed: Iterable[str], own_inodes: bool) -> tuple[dict[str, int], Layer | None]:
     """Build the call's root, holding what `needed_paths` found read-only (through inodes of
-    its own if `own_inodes`), and make it this mount namespace's root (its /proc is still to be
-    mounted). Returns {"/": a handle on the host's mount namespace}, through which `show` binds
-    the call's own paths in when it comes; and, if `own_inodes`, whether they are its own."""
+    its own if `own_inodes`) and a /proc of the call's pid namespace, and make it this mount
+    namespace's root. Returns {"/": a handle on the host's mount namespace}, through which
+    `show` binds the call's own paths in when it comes; and, if `own_inodes`, whether they are
+    its own."""
     global _own_namespace
     host, _own_namespace = _namespaces()
     umask = os.umask(0o022)  # the directories made are for everyone to enter

@@ -18,16 +18,16 @@ from turnstile.executors.sandbox import LAYERS, Sandbox, SandboxLimits, availabl
 
 from . import hostile_tools as h
 from . import resource_tools as r
+from .test_sandbox_tiers import TIER_NAMES, layers_of, needs_all, needs_tier, sandbox_of
 
 MiB = 1024 * 1024
 PREFIX = "turnstile-secret-"
 
 
 def needs(*layers: str) -> None:
-    found = available_layers()
-    missing = [f"{name}: {found[name].detail}" for name in layers if not found[name].in_force]
-    if missing:
-        pytest.skip(f"not in force here: {'; '.join(missing)}")
+    """Skip unless the full tier (a `Sandbox`'s default) and `layers` of it are in force."""
+    needs_tier("full")
+    needs_all(layers_of("full"), *layers)
 
 
 def run(box: Sandbox, name: str, **arguments: object) -> tuple[str, bool]:
@@ -55,10 +55,11 @@ def soon(condition: Callable[[], bool], within_s: float = 5.0) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def warm() -> Iterator[Sandbox]:
+@pytest.fixture(scope="module", params=TIER_NAMES)
+def warm(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     tools = [r.remember, r.recall, r.whoami, r.buries, r.looks_around, r.forges_then_crashes]
-    with Sandbox(tools, SandboxLimits(wall_s=20, cpu_s=20), warm=1) as sandbox:
+    limits = SandboxLimits(wall_s=20, cpu_s=20)
+    with sandbox_of(request.param, tools, limits, warm=1) as sandbox:
         yield sandbox
 
 
@@ -82,14 +83,14 @@ def test_a_deep_tree_and_a_flood_of_files_are_gone_before_the_next_call(warm: Sa
     buried = json.loads(content)
     assert buried["files"] > 0
     assert not os.path.exists(buried["workdir"])
-    if available_layers()["workdir_tmpfs"].in_force:
+    if warm.layers["workdir_tmpfs"].in_force:
         assert back - buried["returned_at"] < 1.0  # the kernel drops the tmpfs, files and all
     content, is_error = run(warm, "looks_around")
     assert (json.loads(content), is_error) == ({"workdir": [], "others": []}, False)
 
 
 def test_a_user_id_is_not_given_to_the_very_next_call(warm: Sandbox) -> None:
-    needs("separate_uid")
+    needs_all(warm.layers, "separate_uid")
     uids = [run(warm, "whoami")[0] for _ in range(3)]
     assert len(set(uids)) == 3
 

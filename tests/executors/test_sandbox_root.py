@@ -3,7 +3,8 @@ objects are its own, and only the address families it needs exist for it.
 
 Each test makes the host object the escape goes for, shows the escape works in-process (so a
 test cannot pass because its tool is broken), and shows a sandboxed call cannot reach the
-object. A test is skipped, naming the reason, where its layer is not in force.
+object. Each runs under every tier (`TIERS`), and is skipped, naming the reason, where this
+host cannot give the tier or its layer is not in force in it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from pathlib import Path
 
 import pytest
 from turnstile.executors import invoke
-from turnstile.executors.sandbox import Sandbox, SandboxLimits, available_layers
+from turnstile.executors.sandbox import Sandbox, SandboxLimits
 
 from . import escape_tools as e
 from . import hostile_tools as h
+from .test_sandbox_tiers import TIER_NAMES, layers_of, needs_all, needs_tier, sandbox_of
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = [
@@ -40,26 +42,25 @@ TOOLS = [
 ]
 
 
+@pytest.fixture(scope="module", params=TIER_NAMES)
+def tier(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def box() -> Iterator[Sandbox]:
-    with Sandbox(TOOLS, SandboxLimits(wall_s=10), warm=1) as sandbox:
+def box(tier: str) -> Iterator[Sandbox]:
+    with sandbox_of(tier, TOOLS, SandboxLimits(wall_s=10), warm=1) as sandbox:
         yield sandbox
 
 
 NEW_LAYERS = ("ipc_namespace", "private_root", "private_locks", "socket_families")
 
 
-def test_the_new_layers_are_reported_and_can_be_required() -> None:
-    found = available_layers()
+def test_the_new_layers_are_reported_and_can_be_required(tier: str) -> None:
+    found = layers_of(tier)
     assert all(found[name].detail for name in NEW_LAYERS)
-    Sandbox([e.reads], require=[name for name in NEW_LAYERS if found[name].in_force]).close()
-
-
-def needs(*names: str) -> None:
-    found = available_layers()
-    missing = [f"{name}: {found[name].detail}" for name in names if not found[name].in_force]
-    if missing:
-        pytest.skip(f"not in force here: {'; '.join(missing)}")
+    required = [name for name in NEW_LAYERS if found[name].in_force]
+    sandbox_of(tier, [e.reads], require=required).close()
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def world() -> Iterator[Path]:
 
 
 def test_a_host_sysv_segment_cannot_be_read_or_overwritten(box: Sandbox) -> None:
-    needs("ipc_namespace")
+    needs_all(box.layers, "ipc_namespace")
     key = 0x7A000000 | (os.getpid() & 0xFFFF)
     shm = e.shm_create(key, b"host secret")
     try:
@@ -87,7 +88,7 @@ def test_a_host_sysv_segment_cannot_be_read_or_overwritten(box: Sandbox) -> None
 
 
 def test_a_host_posix_queue_cannot_be_read(box: Sandbox) -> None:
-    needs("ipc_namespace")
+    needs_all(box.layers, "ipc_namespace")
     name = f"/turnstile-host-{uuid.uuid4().hex}"
     assert e.mq_send(name, "host message", create=True) == "ok"
     try:
@@ -100,7 +101,9 @@ def test_a_host_posix_queue_cannot_be_read(box: Sandbox) -> None:
 def test_a_queue_left_by_one_call_is_gone_for_the_next_and_never_on_the_host(
     box: Sandbox,
 ) -> None:
-    needs("ipc_namespace", "private_root")  # Landlock lets a call write only its own queues
+    needs_all(
+        box.layers, "ipc_namespace", "private_root"
+    )  # Landlock lets a call write only its own queues
     name = f"/turnstile-left-{uuid.uuid4().hex}"
     try:
         assert box.run("leaves_message", {"name": name, "text": "for the next"}) == ("ok", False)
@@ -111,7 +114,7 @@ def test_a_queue_left_by_one_call_is_gone_for_the_next_and_never_on_the_host(
 
 
 def test_host_files_in_shared_memory_and_tmp_are_not_there(box: Sandbox, world: Path) -> None:
-    needs("private_root")
+    needs_all(box.layers, "private_root")
     shm = Path("/dev/shm") / f"turnstile-host-{uuid.uuid4().hex}"
     canary = world / "canary"
     for path in (shm, canary):
@@ -136,7 +139,7 @@ from turnstile.executors import invoke
 from turnstile.executors.sandbox import Sandbox
 paths = sys.argv[2:]
 control = invoke(e.reads, {"paths": paths})
-with Sandbox([e.reads, "agent:lists"]) as box:
+with Sandbox([e.reads, "agent:lists"], tier=os.environ["TIER"]) as box:
     boxed = box.run("reads", {"paths": paths})
     seen = box.run("lists", {"path": os.getcwd()})
 print(json.dumps([json.loads(control.content), boxed.content, boxed.is_error, seen.content]))
@@ -151,9 +154,12 @@ def lists(path: str) -> list[str]:
 
 
 def test_a_project_dir_on_sys_path_and_home_show_only_the_tools_modules(
-    tmp_path: Path, world: Path
+    tmp_path: Path, world: Path, tier: str
 ) -> None:
-    needs("private_root")
+    needs_tier(tier)
+    needs_all(layers_of(tier), "private_root")
+    if not os.access(ROOT, os.W_OK):
+        pytest.skip(f"needs to leave a canary in {ROOT}, which this user may not write")
     project = tmp_path / "app"  # below a directory others may not enter, like /root/app
     project.mkdir()
     (project / "agent.py").write_text(_AGENT)  # a tool's module of the project's own
@@ -165,7 +171,7 @@ def test_a_project_dir_on_sys_path_and_home_show_only_the_tools_modules(
     try:
         host = subprocess.run(
             [sys.executable, "-c", _PROJECT, str(ROOT), *paths, str(canary)],
-            env={**os.environ, "HOME": str(world)},
+            env={**os.environ, "HOME": str(world), "TIER": tier},
             cwd=project,  # on sys.path as ''
             capture_output=True,
             text=True,
@@ -181,7 +187,7 @@ def test_a_project_dir_on_sys_path_and_home_show_only_the_tools_modules(
 
 
 def test_host_files_cannot_be_touched_locked_or_tagged(box: Sandbox, world: Path) -> None:
-    needs("private_root")
+    needs_all(box.layers, "private_root")
     target, lock = world / "shared", world / "host.lock"
     target.write_text("host data")
     target.chmod(0o666)
@@ -196,12 +202,15 @@ def test_host_files_cannot_be_touched_locked_or_tagged(box: Sandbox, world: Path
     assert target.stat().st_mtime_ns == before and os.listxattr(target) == []
 
 
-def test_no_lock_a_call_takes_on_a_file_of_its_root_reaches_the_host(world: Path) -> None:
-    needs("private_locks")
+def test_no_lock_a_call_takes_on_a_file_of_its_root_reaches_the_host(
+    world: Path, tier: str
+) -> None:
+    needs_tier(tier)
+    needs_all(layers_of(tier), "private_locks")
     world.chmod(0o777)  # where the call and the host meet
     paths = [os.path.realpath(p) for p in (sys.executable, os.__file__, e.__file__)]
     limits = SandboxLimits(wall_s=30, writable_paths=(str(world),))
-    with Sandbox([e.holds_locks], limits) as box, ThreadPoolExecutor(1) as pool:
+    with sandbox_of(tier, [e.holds_locks], limits) as box, ThreadPoolExecutor(1) as pool:
         call = pool.submit(box.run, "holds_locks", {"paths": paths, "meeting": str(world)})
         try:
             for _ in range(2000):
@@ -240,7 +249,10 @@ def reads(paths: list[str]) -> list[str]:
 
 
 def test_a_mount_below_a_path_of_the_root_shows_in_it(tmp_path: Path) -> None:
-    needs("private_root")
+    needs_tier("full")
+    needs_all(layers_of("full"), "private_root")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount below a path of the root (unshare --mount)")
     package = tmp_path / "mounted"
     (package / "data").mkdir(parents=True)
     (package / "__init__.py").write_text(_READS)
@@ -264,7 +276,7 @@ def test_sqlite_in_the_call_s_work_dir_locks_as_usual(box: Sandbox) -> None:
 
 
 def test_a_unix_socket_on_the_host_is_unreachable(box: Sandbox, world: Path) -> None:
-    needs("private_root")
+    needs_all(box.layers, "private_root")
     path = str(world / "listener.sock")
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(path)
@@ -283,7 +295,7 @@ FAMILIES = ["AF_UNIX", "AF_INET", "AF_INET6", "AF_VSOCK", "AF_NETLINK", "AF_PACK
 
 
 def test_only_unix_sockets_exist_for_a_call_without_network(box: Sandbox) -> None:
-    needs("socket_families")
+    needs_all(box.layers, "socket_families")
     control = json.loads(invoke(e.opens_sockets, {"families": FAMILIES}).content)
     assert control["AF_UNIX"] == control["AF_NETLINK"] == "ok"
     found = json.loads(box.run("opens_sockets", {"families": FAMILIES}).content)
@@ -292,9 +304,10 @@ def test_only_unix_sockets_exist_for_a_call_without_network(box: Sandbox) -> Non
     assert set(found.values()) == {"EAFNOSUPPORT"}, found
 
 
-def test_with_network_ip_sockets_are_added_and_no_other() -> None:
-    needs("socket_families")
-    with Sandbox([e.opens_sockets], SandboxLimits(network=True)) as sandbox:
+def test_with_network_ip_sockets_are_added_and_no_other(tier: str) -> None:
+    needs_tier(tier)
+    needs_all(layers_of(tier), "socket_families")
+    with sandbox_of(tier, [e.opens_sockets], SandboxLimits(network=True)) as sandbox:
         found = json.loads(sandbox.run("opens_sockets", {"families": FAMILIES}).content)
     assert [found.pop(name) for name in ("AF_UNIX", "AF_INET", "AF_INET6")] == ["ok"] * 3
     assert set(found.values()) == {"EAFNOSUPPORT"}, found
