@@ -42,6 +42,7 @@ from turnstile.core.messages import Message, UserMessage
 from ._events import ModelCallStarted, Narrator, Update
 from ._logs import logged
 from ._run import Run
+from ._served import Recorded, forked
 
 if TYPE_CHECKING:
     from ._journal import Journal
@@ -129,6 +130,7 @@ class Session:
     __slots__ = (
         "_ahead",
         "_armed_for",
+        "_fork",
         "_journal",
         "_log",
         "_narrator",
@@ -164,6 +166,8 @@ class Session:
     ) -> None:
         self._tools = () if spec.tools else tuple(tool_specs)
         spec = _with_tools(spec, tool_specs)
+        self._fork: Recorded | None  # a fork's parent log, serving what it recorded
+        self._fork, spec = forked(spec, loop, journal)
         if journal is not None and journal.events:
             _journaled_prompt(prompt, journal.events)
             prompt, loop = None, journal.loop(spec)
@@ -217,14 +221,17 @@ class Session:
         with a finished loop's conversation); else the loop is told it was `Resumed` (a finished
         one has nothing left to do), or with `resume=False` (the same run going on, as a Temporal
         run continued as new) what it still waits on."""
+        if self._fork is not None:  # a fork's first start: its prompt, its calls under way
+            resume, prompt = self._fork.starting(self, resume)
+            self._prompt = prompt if prompt is not None else self._prompt
         if self._prompt is not None:
             commands = self.loop.start(self._prompt, self.now(), self._tools)
         elif self.loop.state.phase == "done" or not resume:
             commands = self.loop.outstanding_commands()
         else:
-            return self._apply(Resumed(now=self.now()))
+            return self._served(self._apply(Resumed(now=self.now())))
         self._record(commands)
-        return commands
+        return self._served(commands)
 
     def send(self, obs: Observation) -> list[Command]:
         """Record what the world did (`on_step` sees it); return what the loop decides. A reply
@@ -232,7 +239,11 @@ class Session:
         commands = self._apply(obs)
         if self._on_step is not None:  # once recorded: a dump taken there holds it
             self._on_step(obs)
-        return commands
+        return self._served(commands)
+
+    def _served(self, commands: list[Command]) -> list[Command]:
+        """A fork answers what its parent's log can; the rest is carried out."""
+        return commands if self._fork is None else self._fork.serve(self, commands)
 
     def _apply(self, obs: Observation) -> list[Command]:
         try:
