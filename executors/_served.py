@@ -92,9 +92,15 @@ def _segments(tail: Sequence[Event]) -> list[_Segment]:
 
 
 def _same(recorded: Event | None, event: Event) -> bool:
-    """Whether `event` is the parent's `recorded`, its time aside."""
+    """Whether `event` is the parent's `recorded`, its time aside; a reply, whoever wrote it
+    and whatever it cost, if it says the same."""
     if recorded is None or type(recorded) is not type(event):
         return False
+    if type(event) is ModelReplied:
+        assert type(recorded) is ModelReplied
+        return event.command_id == recorded.command_id and (
+            event.response.content == recorded.response.content
+        )
     return recorded == msgspec.structs.replace(event, now=recorded.now)
 
 
@@ -102,7 +108,7 @@ class Recorded:
     """A fork's parent log after the fork point, and where the fork stands on its track."""
 
     __slots__ = (
-        *("_approvals", "_busy", "_results", "_shadow", "ask", "change", "diverged"),
+        *("_approvals", "_asked", "_busy", "_results", "_shadow", "ask", "change", "diverged"),
         *("fresh", "parent_spec", "segment", "segments", "served"),
     )
 
@@ -128,6 +134,7 @@ class Recorded:
         self._approvals = dict(change.approvals)
         self._busy = False
         self._shadow: Loop | None = None
+        self._asked: dict[tuple[int, str], bool] = {}
 
     @classmethod
     def of_journal(cls, journal: Journal, spec: LoopSpec) -> Recorded:
@@ -193,15 +200,17 @@ class Recorded:
                 if st.phase not in ("idle", "done"):
                     session.send(Cancelled(now=session.now(), reason="forked: another prompt"))
                 return resume, prompt
-            live = False
-            for p in list(st.round):
-                if p.status == "started" and p.call.id in session.loop.outstanding_ids():
-                    call = RunTool(p.call.id, p.call.name, p.call.arguments)
-                    answers = self._answer(call, session, frozenset([p.call.id]))
-                    live = live or answers is None
-                    for _, obs in answers or ():
+            started = [p.call for p in st.round if p.status == "started"]
+            if all(self._will_serve(c.id, c.name, session) for c in started) or not resume:
+                return False, None  # answered with the rest of the round
+            for call in started:  # answered now: `Resumed` runs the rest again
+                if self._will_serve(call.id, call.name, session):
+                    wanted = frozenset([call.id])
+                    for _, obs in (
+                        self._answer(RunTool(call.id, call.name, {}), session, wanted) or ()
+                    ):
                         self._send(session, obs)
-            return live and resume, None
+            return True, None
         finally:
             self._busy = False
 
@@ -292,9 +301,19 @@ class Recorded:
             [recorded] if recorded is not None else [(at - 0.5, ToolStarted(command.id, now=0.0))]
         )
 
+    def _will_serve(self, call_id: str, name: str, session: Session) -> bool:
+        """Whether the call started at the fork point will be answered from the log."""
+        if call_id in self._results:
+            return True
+        got = self.segments[self.segment].results.get(call_id)
+        return got is not None and self._serves(RunTool(call_id, name, {}), got[1], session)
+
     def _serves(self, command: RunTool, returned: ToolReturned, session: Session) -> bool:
-        if self.ask is not None:
-            return bool(self.ask(command, returned))
+        if self.ask is not None:  # asked once a call
+            key = (self.segment, command.id)
+            if key not in self._asked:
+                self._asked[key] = bool(self.ask(command, returned))
+            return self._asked[key]
         if self.change.policy == "replay_safe":
             tools = session.loop.spec.tools
             return not any(t.name == command.name and t.replay_safe for t in tools)

@@ -259,7 +259,7 @@ def test_a_whole_record_that_is_no_event_is_corrupt_even_at_the_end(tmp_path: Pa
     [
         (b'{"schema": 2, "state": {}}', 0, "not a turnstile journal"),
         (b"{}", 0, "not a turnstile journal"),
-        (MAGIC + struct.pack("<I", 2), len(MAGIC), "newer"),
+        (MAGIC + struct.pack("<I", 3), len(MAGIC), "newer"),
         (MAGIC + struct.pack("<I", 0), len(MAGIC), "schema 0"),
     ],
 )
