@@ -285,3 +285,35 @@ def test_a_fork_of_a_fork_serves_from_the_fork(tmp_path: Path) -> None:
     )
     assert weather.ran == []
     assert again.state.events == run.state.events
+
+
+def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> None:
+    deleted: list[str] = []
+
+    @tool(needs_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    reply = ModelResponse([ToolCall("d1", "delete", {"path": "/tmp/x"})], ModelStop.tool_use)
+    done = ModelResponse([Text("done")], ModelStop.end_turn)
+    run = sync.run(
+        LoopSpec(),
+        "clean up",
+        model=ScriptedModel([reply, done]),
+        tools=[delete],
+        approve=lambda call: True,
+        clock=lambda: 0.0,
+    )
+    deleted.clear()
+    served = fork(run.loop, 1)
+    again = sync.run(
+        LoopSpec(), loop=served, model=Untouchable(), tools=[delete], clock=lambda: 0.0
+    )
+    assert again.state.events == run.state.events and deleted == []  # nobody asked again
+    denied = fork(run.loop, 1, approvals={"d1": "not that one"})
+    model = ScriptedModel([done])
+    again = sync.run(LoopSpec(), loop=denied, model=model, tools=[delete], clock=lambda: 0.0)
+    assert deleted == [] and len(model.requests) == 1
+    assert "not that one" in again.state.messages[-2].results[0].content  # type: ignore[union-attr]
