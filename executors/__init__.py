@@ -17,6 +17,7 @@ __all__ = [
     "AsyncModelClient",
     "CorruptJournal",
     "Failure",
+    "Fork",
     "Journal",
     "ModelCallFailed",
     "ModelCallFinished",
@@ -68,6 +69,7 @@ from ._run import Failure as Failure
 from ._run import Run as Run
 from ._run import RunFailed as RunFailed
 from ._scripted import ScriptedModel as ScriptedModel
+from ._served import Fork as Fork
 from ._session import Session as Session
 from ._toolbox import Toolbox as Toolbox
 from ._transcript import transcript as transcript

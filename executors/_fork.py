@@ -24,7 +24,7 @@ from turnstile.core.messages import Message, ResultPart, UserMessage
 
 from ._journal import FORKED, MAGIC, _write_all
 from ._lineage import Change, Parent, Policy, Source, point, record
-from ._served import forked_loop
+from ._served import Fork, forked_loop
 
 _encode = msgspec.json.Encoder().encode
 
@@ -63,7 +63,7 @@ def fork(
     results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None = None,
     approvals: Mapping[str, bool | str] | None = None,
     policy: Policy = "recorded",
-) -> Loop: ...
+) -> Fork: ...
 @overload
 def fork(
     parent: Loop | bytes | str | os.PathLike[str],
@@ -90,7 +90,7 @@ def fork(
     results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None = None,
     approvals: Mapping[str, bool | str] | None = None,
     policy: Policy = "recorded",
-) -> Loop | None:
+) -> Fork | None:
     """A new run cut from `parent` (a `Loop`, a dump's bytes, or a journal's path) before the
     event `at` (an index, `"turn:N"`, `"call:ID"`; None: the one call `results` or `approvals`
     names): its state is the fold of the events before it, and one thing changes (`prompt`,

@@ -334,11 +334,23 @@ class Recorded:
 
 
 class Fork(Loop):
-    """A loop cut from another's events (`fork`): an executor given it serves its parent's log."""
+    """A loop cut from another run's events by `fork`: an executor given it (`loop=`) serves
+    the parent's log while the fork stays on its track."""
 
     __slots__ = ("recorded",)
 
     recorded: Recorded
+
+    @property
+    def served(self) -> list[str]:
+        """The calls (by id) answered from the parent's log so far, in order: show them with
+        `transcript(state, served=...)`."""
+        return self.recorded.served
+
+    @property
+    def diverged(self) -> bool:
+        """Whether the fork has left the parent's track (from there on, everything runs live)."""
+        return self.recorded.diverged
 
 
 def forked_loop(

@@ -142,6 +142,7 @@ EXPORTS = {
         "AsyncModelClient",
         "CorruptJournal",
         "Failure",
+        "Fork",
         "Journal",
         "ModelCallFailed",
         "ModelCallFinished",

@@ -29,6 +29,7 @@ from turnstile.executors import (
     ToolRunner,
     fork,
     sync,
+    transcript,
 )
 from turnstile.executors.testing import replay, run_async
 from turnstile.providers.replay import RecordedTools, load_trace
@@ -152,7 +153,10 @@ def test_a_fork_at_a_turn_serves_the_recorded_calls_until_the_change() -> None:
     assert weather.ran == []
     assert again.state.messages[-2].results[0].content == "fog in Lima"  # type: ignore[union-attr]
     assert len(model.requests) == 1
-    assert forked.recorded.served == ["c1", "c2"]  # type: ignore[attr-defined]
+    assert forked.served == ["c1", "c2"]
+    shown = transcript(again.state, served=forked.served)
+    assert "← weather (recorded): sunny in Rome" in shown
+    assert "← weather: fog in Lima" in shown
 
 
 def test_a_fork_with_another_model_asks_it_and_serves_only_equal_calls_before_diverging() -> None:
