@@ -117,7 +117,8 @@ def fork(
         events = Loop.load(spec, parent).state.events
     source = Source.of_events(events) if events is not None else Source.of_journal(Path(parent))  # type: ignore[arg-type]
     index = point(at, change, source)
-    begins = index < len(source.records) and source.kind(index) == "started"
+    source.check(index + 1)  # what is copied, and the event a fork may begin with
+    begins = index < len(source) and source.kind(index) == "started"
     first = source.event(index) if begins else None
     if journal is not None:
         if not isinstance(policy, str):
@@ -125,7 +126,7 @@ def fork(
         _write(Path(journal), source, index, change, first)
         return None
     if events is None:
-        events = [source.event(i) for i in range(len(source.records))]
+        events = [source.event(i) for i in range(len(source))]
     return forked_loop(spec or LoopSpec(), events, index, change, policy)
 
 
@@ -133,7 +134,7 @@ def _write(path: Path, source: Source, index: int, change: Change, first: Event 
     """The fork's journal: a schema 2 header, the header record, the parent's records before
     the point, and the `Started` it begins with (its prompt changed, if it is); written
     whole, synced, then renamed into place."""
-    own = []
+    own: list[bytes] = []
     if first is not None:
         assert type(first) is Started
         if change.prompt is not None:
@@ -153,9 +154,8 @@ def _write(path: Path, source: Source, index: int, change: Change, first: Event 
         own=len(own),
         change=change,
     )
-    data = [MAGIC + struct.pack("<I", FORKED), record(_encode(header))]
-    data += source.records[:index]
-    data += own
+    head = MAGIC + struct.pack("<I", FORKED) + record(_encode(header))
+    data: list[bytes | memoryview] = [head, source.records(0, index), *own]
     temporary = path.with_name(f".{path.name}.forking")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0))
     try:

@@ -114,16 +114,21 @@ def record(payload: bytes) -> bytes:
 
 
 class Source:
-    """A parent's records, read without decoding them: the bytes of each (frame included),
-    their kinds (an event's tag), and the header record if it is a fork itself."""
+    """A parent's records, read without decoding them: `data` holds them whole, one after
+    another, record `i` (frame included) from `offsets[i]` to `offsets[i + 1]`."""
 
-    def __init__(self, records: list[bytes], path: Path | None = None) -> None:
-        self.records = records
+    def __init__(self, data: bytes, offsets: list[int], path: Path | None = None) -> None:
+        self.data = memoryview(data)
+        self.offsets = offsets
         self.path = path
 
     @classmethod
     def of_events(cls, events: Sequence[Event]) -> Source:
-        return cls([record(_encode(e)) for e in events])
+        records = [record(_encode(e)) for e in events]
+        offsets = [0]
+        for r in records:
+            offsets.append(offsets[-1] + len(r))
+        return cls(b"".join(records), offsets)
 
     @classmethod
     def of_journal(cls, path: Path) -> Source:
@@ -131,58 +136,71 @@ class Source:
             data = path.read_bytes()
         except OSError as e:
             raise CorruptJournal(path, 0, f"cannot read it: {e.strerror}") from None
-        return cls(frames(data, path), path)
+        return cls(data, frames(data, path), path)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def records(self, start: int, stop: int) -> memoryview:
+        """Records `start` to `stop` (not included), as they are written."""
+        return self.data[self.offsets[start] : self.offsets[stop]]
 
     def kind(self, i: int) -> str:
         """The tag of record `i`'s event (msgspec writes the tag first)."""
-        record = self.records[i]
-        return record[_FRAME.size + 9 : record.index(b'"', _FRAME.size + 9)].decode()
+        at = self.offsets[i] + _FRAME.size + 9
+        return bytes(self.data[at : at + 24]).partition(b'"')[0].decode()
 
     def call_id(self, i: int) -> str | None:
-        return _decode_call(memoryview(self.records[i])[_FRAME.size :]).call_id
+        return _decode_call(self.records(i, i + 1)[_FRAME.size :]).call_id
 
     def event(self, i: int) -> Event:
-        return _decode_event(memoryview(self.records[i])[_FRAME.size :])
+        return _decode_event(self.records(i, i + 1)[_FRAME.size :])
 
     def run(self) -> str:
-        return hashlib.sha256(self.records[0]).hexdigest()[:16] if self.records else ""
+        return hashlib.sha256(self.records(0, 1)).hexdigest()[:16] if len(self) else ""
+
+    def check(self, stop: int) -> None:
+        """Check the payloads of the first `stop` records: `CorruptJournal` for damage; a last
+        record a power loss left unwritten (zeros after it) is dropped, as reading drops it."""
+        data, offsets, unpack = self.data, self.offsets, _FRAME.unpack_from
+        for i in range(min(stop, len(offsets) - 1)):
+            at, end = offsets[i], offsets[i + 1]
+            if crc32(data[at + _FRAME.size : end]) != unpack(data, at)[2]:
+                if i == len(offsets) - 2 and not any(data[end:]):
+                    del offsets[-1]
+                    return
+                assert self.path is not None  # (records made here are whole)
+                raise CorruptJournal(self.path, at, "damaged record: its checksum does not match")
 
     def digest(self, index: int) -> str:
-        h = hashlib.sha256()
-        for record in self.records[:index]:
-            h.update(record)
-        return h.hexdigest()
+        return hashlib.sha256(self.records(0, index)).hexdigest()
 
 
-def frames(data: bytes, path: Path) -> list[bytes]:
-    """Each whole record of a journal's bytes (frame and payload), checked but not decoded;
-    a torn tail ends them, damage raises `CorruptJournal` (as reading the journal would)."""
+def frames(data: bytes, path: Path) -> list[int]:
+    """Where each whole record of a journal's bytes starts, and where the last ends, their
+    lengths checked (their payloads are `Source.check`'s): a torn tail ends them."""
     if not data.startswith(MAGIC) or len(data) < len(_HEADER):
         raise CorruptJournal(path, 0, "not a turnstile journal (or an empty one)")
     [version] = _LENGTH.unpack_from(data, len(MAGIC))
     if not 1 <= version <= FORKED:
         raise CorruptJournal(path, len(MAGIC), f"unknown journal schema {version}")
     pos = header_record(data, path)[1]
-    out, size = [], len(data)
-    while size - pos >= _FRAME.size:
-        length, length_crc, payload_crc = _FRAME.unpack_from(data, pos)
-        end = pos + _FRAME.size + length
-        if length == 0 or crc32(data[pos : pos + 4]) != length_crc or end > size:
+    offsets, size, view, unpack = [pos], len(data), memoryview(data), _FRAME.unpack_from
+    while size - pos >= 12:
+        length, length_crc, _ = unpack(data, pos)
+        end = pos + 12 + length
+        if end > size or length == 0 or crc32(view[pos : pos + 4]) != length_crc:
             break
-        if crc32(memoryview(data)[pos + _FRAME.size : end]) != payload_crc:
-            if data.count(0, end) != size - end:
-                raise CorruptJournal(path, pos, "damaged record: its checksum does not match")
-            break
-        out.append(data[pos:end])
+        offsets.append(end)
         pos = end
-    return out
+    return offsets
 
 
 def point(at: int | str | None, change: Change, source: Source) -> int:
     """The index of the event a fork is cut before: `at` as an index (negative from the end),
     `"turn:N"` (before the N-th model reply), `"call:ID"` (before call ID's result); None: the
     one call whose result or answer the change gives."""
-    n = len(source.records)
+    n = len(source)
     if at is None:
         named = [*change.results, *change.approvals]
         if len(named) != 1:
@@ -206,7 +224,7 @@ def point(at: int | str | None, change: Change, source: Source) -> int:
 
 
 def _find(source: Source, call_id: str, kinds: tuple[str, ...]) -> int:
-    for i in range(len(source.records)):
+    for i in range(len(source)):
         if source.kind(i) in kinds and source.call_id(i) == call_id:
             return i
     raise ValueError(f"no {' or '.join(kinds)} event for call {call_id!r} in the run")

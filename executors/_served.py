@@ -148,11 +148,12 @@ class Recorded:
             if not path.exists():
                 raise ParentChanged(path, header.index, "is gone")
             source = Source.of_journal(path)
-            if len(source.records) < header.index or source.digest(header.index) != header.digest:
+            source.check(len(source))
+            if len(source) < header.index or source.digest(header.index) != header.digest:
                 raise ParentChanged(
                     path, header.index, "changed since: its records before that point differ"
                 )
-            tail = [source.event(i) for i in range(header.index, len(source.records))]
+            tail = [source.event(i) for i in range(header.index, len(source))]
         own = journal.events[header.index :]
         recorded = cls(tail, header.change, spec, fresh=len(own) == header.own)
         recorded.track(own)
