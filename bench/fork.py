@@ -27,7 +27,7 @@ TARGET_MS = 50.0
 def _parent(folder: Path) -> Path:
     """A journal of 10,002 events: 2,000 turns of two tool calls, then an answer."""
     path = folder / "parent.journal"
-    turns = (EVENTS - 2) // 5
+    turns = EVENTS // 5
     with Journal(path, fsync="never") as journal:
         sync.run(SPEC, "go", model=ScriptedModel(_replies(turns)), tools=[lookup], journal=journal)
     return path
