@@ -16,7 +16,7 @@ import os
 import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, overload
+from typing import TypedDict, Unpack, overload
 
 import msgspec
 from turnstile.core import Event, Loop, LoopSpec, Started, ToolOutcome
@@ -29,67 +29,55 @@ from ._served import Fork, forked_loop
 _encode = msgspec.json.Encoder().encode
 
 
-def _change(
-    prompt: str | Sequence[Message] | None,
-    model: str | None,
-    system: str | None,
-    results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None,
-    approvals: Mapping[str, bool | str] | None,
-    policy: Policy,
-) -> Change:
-    outcomes = {
-        k: v if isinstance(v, ToolOutcome) else ToolOutcome(v) for k, v in (results or {}).items()
-    }
+class Changes(TypedDict, total=False):
+    """What `fork` may change, by keyword (one thing, as a rule)."""
+
+    prompt: str | Sequence[Message] | None
+    model: str | None
+    system: str | None
+    results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None
+    approvals: Mapping[str, bool | str] | None
+    policy: Policy
+
+
+def _change(given: Changes) -> Change:
+    unknown = sorted(given.keys() - Changes.__annotations__.keys())
+    if unknown:
+        raise TypeError(f"fork() got unexpected keyword arguments: {', '.join(unknown)}")
+    prompt, policy = given.get("prompt"), given.get("policy", "recorded")
+    results = given.get("results") or {}
     return Change(
         prompt=prompt if prompt is None or isinstance(prompt, str) else list(prompt),
-        model=model,
-        system=system,
-        results=outcomes,
-        approvals=dict(approvals or {}),
+        model=given.get("model"),
+        system=given.get("system"),
+        results={
+            k: v if isinstance(v, ToolOutcome) else ToolOutcome(v) for k, v in results.items()
+        },
+        approvals=dict(given.get("approvals") or {}),
         policy=policy if isinstance(policy, str) else "recorded",
     )
 
 
+Forked = Loop | bytes | str | os.PathLike[str]
+
+
 @overload
 def fork(
-    parent: Loop | bytes | str | os.PathLike[str],
-    at: int | str | None = None,
-    *,
-    spec: LoopSpec | None = None,
-    journal: None = None,
-    prompt: str | Sequence[Message] | None = None,
-    model: str | None = None,
-    system: str | None = None,
-    results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None = None,
-    approvals: Mapping[str, bool | str] | None = None,
-    policy: Policy = "recorded",
-) -> Fork: ...
+    parent: Forked, at: int | str | None = None, *, spec: LoopSpec | None = None,
+    journal: None = None, **change: Unpack[Changes],
+) -> Fork: ...  # fmt: skip
 @overload
 def fork(
-    parent: Loop | bytes | str | os.PathLike[str],
-    at: int | str | None = None,
-    *,
-    spec: LoopSpec | None = None,
-    journal: str | os.PathLike[str],
-    prompt: str | Sequence[Message] | None = None,
-    model: str | None = None,
-    system: str | None = None,
-    results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None = None,
-    approvals: Mapping[str, bool | str] | None = None,
-    policy: Literal["recorded", "replay_safe"] = "recorded",
-) -> None: ...
+    parent: Forked, at: int | str | None = None, *, spec: LoopSpec | None = None,
+    journal: str | os.PathLike[str], **change: Unpack[Changes],
+) -> None: ...  # fmt: skip
 def fork(
-    parent: Loop | bytes | str | os.PathLike[str],
+    parent: Forked,
     at: int | str | None = None,
     *,
     spec: LoopSpec | None = None,
     journal: str | os.PathLike[str] | None = None,
-    prompt: str | Sequence[Message] | None = None,
-    model: str | None = None,
-    system: str | None = None,
-    results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None = None,
-    approvals: Mapping[str, bool | str] | None = None,
-    policy: Policy = "recorded",
+    **changes: Unpack[Changes],
 ) -> Fork | None:
     """A new run cut from `parent` (a `Loop`, a dump's bytes, or a journal's path) before the
     event `at` (an index, `"turn:N"`, `"call:ID"`; None: the one call `results` or `approvals`
@@ -107,7 +95,8 @@ def fork(
     parent's, needed for a dump (and a journal forked into a loop). Raises `ValueError` for a
     point the run does not have, `CorruptJournal` for a damaged parent.
     """
-    change = _change(prompt, model, system, results, approvals, policy)
+    change = _change(changes)
+    policy = changes.get("policy", "recorded")
     events: Sequence[Event] | None = None
     if isinstance(parent, Loop):
         events, spec = parent.state.events, spec or parent.spec

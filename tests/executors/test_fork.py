@@ -321,3 +321,9 @@ def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> Non
     again = sync.run(LoopSpec(), loop=denied, model=model, tools=[delete], clock=lambda: 0.0)
     assert deleted == [] and len(model.requests) == 1
     assert "not that one" in again.state.messages[-2].results[0].content  # type: ignore[union-attr]
+
+
+def test_a_change_fork_does_not_know_is_a_type_error() -> None:
+    run, _ = _parent()
+    with pytest.raises(TypeError, match="colour"):
+        fork(run.loop, 1, colour="blue")  # type: ignore[call-overload]
