@@ -110,6 +110,10 @@ class Session:
     event. Raises `ValueError` for a prompt the loop cannot start from, none where it needs
     one, or tools the spec names that `tool_specs` lacks.
 
+    A `Fork` (`fork`'s loop), or a fork's journal, is served from its parent's log: the work
+    its parent already did, the session answers itself while the fork stays on the parent's
+    track, and hands out only the rest.
+
     `journal` gets every event the loop records, and a call's start is made durable before the
     call runs (with its `fsync="round"`, the round's together: see `Journal`). A journal that
     already holds a run resumes it: give the same prompt or none (another raises `ValueError`).
@@ -239,7 +243,7 @@ class Session:
         commands = self._apply(obs)
         if self._on_step is not None:  # once recorded: a dump taken there holds it
             self._on_step(obs)
-        return self._served(commands)
+        return commands if self._fork is None else self._fork.serve(self, commands)
 
     def _served(self, commands: list[Command]) -> list[Command]:
         """A fork answers what its parent's log can; the rest is carried out."""
