@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from turnstile.core import (
     Cancelled,
+    Guards,
     Loop,
     LoopSpec,
     ModelRequest,
@@ -88,6 +89,25 @@ def test_a_fork_at_every_event_with_nothing_changed_records_the_parents_events_b
         assert [_encode(e) for e in again.state.events] == expected, f"forked at {at}"
         assert tools.ran == []
         assert again.stop_reason == run.stop_reason
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_forks_journal_at_every_event_resumes_to_the_parents_events_byte_for_byte(
+    path: Path, tmp_path: Path
+) -> None:
+    trace = load_trace(path)
+    run = replay(trace)
+    parent = tmp_path / "parent.journal"
+    with Journal(parent, fsync="never") as journal:
+        for event in run.state.events:
+            journal.append(event)
+    for at in range(len(run.state.events) + 1):
+        branch = tmp_path / f"branch-{at}.journal"
+        fork(parent, at, journal=branch)
+        tools = Counted(RecordedTools(trace))
+        sync.run(run.loop.spec, model=Untouchable(), tools=tools, journal=branch)
+        assert Journal.read(branch) == run.state.events, f"forked at {at}"
+        assert tools.ran == []
 
 
 # -- a run of our own: three turns of one call each ---------------------------------------------
@@ -327,3 +347,20 @@ def test_a_change_fork_does_not_know_is_a_type_error() -> None:
     run, _ = _parent()
     with pytest.raises(TypeError, match="colour"):
         fork(run.loop, 1, colour="blue")  # type: ignore[call-overload]
+
+
+def test_other_system_instructions_are_asked_live_from_the_fork_point() -> None:
+    run, weather = _parent()
+    forked = fork(run.loop, "turn:3", system="Answer in one word.")
+    model = ScriptedModel(_calls()[-1:])
+    sync.run(LoopSpec(), loop=forked, model=model, tools=[weather.tool], clock=lambda: 0.0)
+    assert [r.system for r in model.requests] == ["Answer in one word."]
+    assert weather.ran == []  # the calls before the point are the fork's past
+
+
+def test_a_fork_run_under_another_spec_serves_while_its_requests_are_the_parents() -> None:
+    run, weather = _parent()
+    forked = fork(run.loop, "turn:2")
+    tighter = LoopSpec(guards=Guards(max_turns=2))  # the same requests, a tighter guard
+    again = sync.run(tighter, loop=forked, model=Untouchable(), tools=[weather.tool])
+    assert weather.ran == [] and again.stop_reason == "max_turns"
