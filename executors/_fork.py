@@ -23,7 +23,7 @@ from turnstile.core import Event, Loop, LoopSpec, Started, ToolOutcome
 from turnstile.core.messages import Message, ResultPart, UserMessage
 
 from ._journal import FORKED, MAGIC, _write_all
-from ._lineage import Change, Parent, Policy, Source, point, record
+from ._lineage import Change, Parent, Policy, Source, point, record, unchanged_past
 from ._served import Fork, forked_loop
 
 _encode = msgspec.json.Encoder().encode
@@ -106,6 +106,7 @@ def fork(
         events = Loop.load(spec, parent).state.events
     source = Source.of_events(events) if events is not None else Source.of_journal(Path(parent))  # type: ignore[arg-type]
     index = point(at, change, source)
+    unchanged_past(change, source, index)
     source.check(index + 1)  # what is copied, and the event a fork may begin with
     begins = index < len(source) and source.kind(index) == "started"
     first = source.event(index) if begins else None

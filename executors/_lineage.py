@@ -14,6 +14,7 @@ __all__ = [
     "parent_of",
     "point",
     "record",
+    "unchanged_past",
 ]
 
 import hashlib
@@ -106,6 +107,7 @@ class _CallId(msgspec.Struct):
 
 
 _decode_call = msgspec.json.Decoder(_CallId).decode
+_ANSWERS = ("approved", "denied")
 
 
 def record(payload: bytes) -> bytes:
@@ -205,7 +207,7 @@ def point(at: int | str | None, change: Change, source: Source) -> int:
         named = [*change.results, *change.approvals]
         if len(named) != 1:
             raise ValueError("say where to fork (at=): an index, 'turn:N' or 'call:ID'")
-        want = ("tool_returned",) if change.results else ("approved", "denied")
+        want = ("tool_returned",) if change.results else _ANSWERS
         return _find(source, named[0], want)
     if isinstance(at, int):
         index = at + n if at < 0 else at
@@ -223,11 +225,26 @@ def point(at: int | str | None, change: Change, source: Source) -> int:
     raise ValueError(f"fork at {at!r}? say an index, 'turn:N' or 'call:ID'")
 
 
-def _find(source: Source, call_id: str, kinds: tuple[str, ...]) -> int:
-    for i in range(len(source)):
+def _find(source: Source, call_id: str, kinds: tuple[str, ...], stop: int | None = None) -> int:
+    for i in range(len(source) if stop is None else stop):
         if source.kind(i) in kinds and source.call_id(i) == call_id:
             return i
     raise ValueError(f"no {' or '.join(kinds)} event for call {call_id!r} in the run")
+
+
+def unchanged_past(change: Change, source: Source, index: int) -> None:
+    """A `ValueError` if a result or an answer the change gives came before the fork point:
+    the fork could never use it."""
+    for names, kinds in ((change.results, ("tool_returned",)), (change.approvals, _ANSWERS)):
+        for call_id in names:
+            try:
+                at = _find(source, call_id, kinds, index)
+            except ValueError:
+                continue
+            raise ValueError(
+                f"call {call_id!r} was answered at event {at}, before the fork point ({index}): "
+                f"fork at call:{call_id} or before"
+            )
 
 
 def parent_of(header: bytes) -> Parent:

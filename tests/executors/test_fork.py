@@ -235,6 +235,8 @@ def test_a_point_the_run_does_not_have_is_a_value_error() -> None:
             fork(run.loop, at)
     with pytest.raises(ValueError, match="say where"):
         fork(run.loop)
+    with pytest.raises(ValueError, match="before the fork point"):
+        fork(run.loop, "turn:3", results={"c1": "too late"})
 
 
 def test_a_fork_from_a_dump_needs_its_spec_and_folds_the_same() -> None:
