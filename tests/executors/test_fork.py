@@ -35,6 +35,8 @@ from turnstile.executors import (
 from turnstile.executors.testing import replay, run_async
 from turnstile.providers.replay import RecordedTools, load_trace
 
+from .test_session import ScriptedIO
+
 FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures").glob("*/*.json"))
 _encode = msgspec.json.encode
 
@@ -63,6 +65,9 @@ class Counted:
 
 
 def _continued(executor: str, spec: LoopSpec, loop: Loop, tools: ToolRunner) -> Run:
+    if executor == "session":  # a runtime of one's own, over the sans-IO `Session`
+        io = ScriptedIO(Untouchable().complete, tools)
+        return io.drive(io.session(spec, loop=loop))
     if executor == "sync":
         return sync.run(spec, loop=loop, model=Untouchable(), tools=tools, clock=lambda: 0.0)
     from turnstile.executors import aio
@@ -73,7 +78,14 @@ def _continued(executor: str, spec: LoopSpec, loop: Loop, tools: ToolRunner) -> 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 @pytest.mark.parametrize(
-    ("parent", "child"), [("sync", "sync"), ("asyncio", "sync"), ("sync", "asyncio")]
+    ("parent", "child"),
+    [
+        ("sync", "sync"),
+        ("asyncio", "sync"),
+        ("sync", "asyncio"),
+        ("sync", "trio"),
+        ("sync", "session"),
+    ],
 )
 def test_a_fork_at_every_event_with_nothing_changed_records_the_parents_events_byte_for_byte(
     path: Path, parent: str, child: str
