@@ -108,7 +108,7 @@ def fork(
     index = point(at, change, source)
     unchanged_past(change, source, index)
     source.check(index + 1)  # what is copied, and the event a fork may begin with
-    begins = index < len(source) and source.kind(index) == "started"
+    begins = source.has(index) and source.kind(index) == "started"
     first = source.event(index) if begins else None
     if journal is not None:
         if not isinstance(policy, str):

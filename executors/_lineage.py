@@ -10,7 +10,7 @@ __all__ = [
     "ParentChanged",
     "Policy",
     "Source",
-    "frames",
+    "first_record",
     "parent_of",
     "point",
     "record",
@@ -117,12 +117,16 @@ def record(payload: bytes) -> bytes:
 
 class Source:
     """A parent's records, read without decoding them: `data` holds them whole, one after
-    another, record `i` (frame included) from `offsets[i]` to `offsets[i + 1]`."""
+    another, record `i` (frame included) from `offsets[i]` to `offsets[i + 1]`. A journal's
+    frames are walked only as far as they are asked for (a fork needs those before its point)."""
 
-    def __init__(self, data: bytes, offsets: list[int], path: Path | None = None) -> None:
+    def __init__(
+        self, data: bytes, offsets: list[int], path: Path | None = None, walked: bool = True
+    ) -> None:
         self.data = memoryview(data)
         self.offsets = offsets
         self.path = path
+        self._walked = walked
 
     @classmethod
     def of_events(cls, events: Sequence[Event]) -> Source:
@@ -138,10 +142,36 @@ class Source:
             data = path.read_bytes()
         except OSError as e:
             raise CorruptJournal(path, 0, f"cannot read it: {e.strerror}") from None
-        return cls(data, frames(data, path), path)
+        return cls(data, [first_record(data, path)], path, walked=False)
 
     def __len__(self) -> int:
+        if not self._walked:
+            self._walk(None)
         return len(self.offsets) - 1
+
+    def has(self, i: int) -> bool:
+        """Whether there is a record `i`."""
+        if i + 1 >= len(self.offsets) and not self._walked:
+            self._walk(i + 1)
+        return i + 1 < len(self.offsets)
+
+    def _walk(self, upto: int | None) -> None:
+        """Find where the records end, up to record `upto` (None: all), their lengths checked
+        (their payloads are `check`'s): a torn tail ends them."""
+        data, offsets, unpack = self.data, self.offsets, _FRAME.unpack_from
+        pos, size = offsets[-1], len(data)
+        while upto is None or len(offsets) <= upto:
+            if size - pos < 12:
+                break
+            length, length_crc, _ = unpack(data, pos)
+            end = pos + 12 + length
+            if end > size or length == 0 or crc32(data[pos : pos + 4]) != length_crc:
+                break
+            offsets.append(end)
+            pos = end
+        else:
+            return
+        self._walked = True
 
     def records(self, start: int, stop: int) -> memoryview:
         """Records `start` to `stop` (not included), as they are written."""
@@ -159,16 +189,17 @@ class Source:
         return _decode_event(self.records(i, i + 1)[_FRAME.size :])
 
     def run(self) -> str:
-        return hashlib.sha256(self.records(0, 1)).hexdigest()[:16] if len(self) else ""
+        return hashlib.sha256(self.records(0, 1)).hexdigest()[:16] if self.has(0) else ""
 
     def check(self, stop: int) -> None:
         """Check the payloads of the first `stop` records: `CorruptJournal` for damage; a last
         record a power loss left unwritten (zeros after it) is dropped, as reading drops it."""
+        self.has(stop - 1)
         data, offsets, unpack = self.data, self.offsets, _FRAME.unpack_from
         for i in range(min(stop, len(offsets) - 1)):
             at, end = offsets[i], offsets[i + 1]
             if crc32(data[at + _FRAME.size : end]) != unpack(data, at)[2]:
-                if i == len(offsets) - 2 and not any(data[end:]):
+                if i == len(self) - 1 and not any(data[end:]):
                     del offsets[-1]
                     return
                 assert self.path is not None  # (records made here are whole)
@@ -178,31 +209,20 @@ class Source:
         return hashlib.sha256(self.records(0, index)).hexdigest()
 
 
-def frames(data: bytes, path: Path) -> list[int]:
-    """Where each whole record of a journal's bytes starts, and where the last ends, their
-    lengths checked (their payloads are `Source.check`'s): a torn tail ends them."""
+def first_record(data: bytes, path: Path) -> int:
+    """Where a journal's first event record starts, its header checked."""
     if not data.startswith(MAGIC) or len(data) < len(_HEADER):
         raise CorruptJournal(path, 0, "not a turnstile journal (or an empty one)")
     [version] = _LENGTH.unpack_from(data, len(MAGIC))
     if not 1 <= version <= FORKED:
         raise CorruptJournal(path, len(MAGIC), f"unknown journal schema {version}")
-    pos = header_record(data, path)[1]
-    offsets, size, view, unpack = [pos], len(data), memoryview(data), _FRAME.unpack_from
-    while size - pos >= 12:
-        length, length_crc, _ = unpack(data, pos)
-        end = pos + 12 + length
-        if end > size or length == 0 or crc32(view[pos : pos + 4]) != length_crc:
-            break
-        offsets.append(end)
-        pos = end
-    return offsets
+    return header_record(data, path)[1]
 
 
 def point(at: int | str | None, change: Change, source: Source) -> int:
     """The index of the event a fork is cut before: `at` as an index (negative from the end),
     `"turn:N"` (before the N-th model reply), `"call:ID"` (before call ID's result); None: the
     one call whose result or answer the change gives."""
-    n = len(source)
     if at is None:
         named = [*change.results, *change.approvals]
         if len(named) != 1:
@@ -210,25 +230,31 @@ def point(at: int | str | None, change: Change, source: Source) -> int:
         want = ("tool_returned",) if change.results else _ANSWERS
         return _find(source, named[0], want)
     if isinstance(at, int):
-        index = at + n if at < 0 else at
-        if not 0 <= index <= n:
-            raise ValueError(f"no event {at}: the run has {n} events")
+        index = at + len(source) if at < 0 else at
+        if index < 0 or (index > 0 and not source.has(index - 1)):
+            raise ValueError(f"no event {at}: the run has {len(source)} events")
         return index
     kind, _, value = at.partition(":")
     if kind == "turn" and value.isdigit() and int(value) >= 1:
-        replies = [i for i in range(n) if source.kind(i) == "model_replied"]
-        if int(value) > len(replies):
-            raise ValueError(f"no turn {value}: the run has {len(replies)} model replies")
-        return replies[int(value) - 1]
+        i = replies = 0
+        while source.has(i):
+            if source.kind(i) == "model_replied":
+                replies += 1
+                if replies == int(value):
+                    return i
+            i += 1
+        raise ValueError(f"no turn {value}: the run has {replies} model replies")
     if kind == "call" and value:
         return _find(source, value, ("tool_returned",))
     raise ValueError(f"fork at {at!r}? say an index, 'turn:N' or 'call:ID'")
 
 
 def _find(source: Source, call_id: str, kinds: tuple[str, ...], stop: int | None = None) -> int:
-    for i in range(len(source) if stop is None else stop):
+    i = 0
+    while (stop is None or i < stop) and source.has(i):
         if source.kind(i) in kinds and source.call_id(i) == call_id:
             return i
+        i += 1
     raise ValueError(f"no {' or '.join(kinds)} event for call {call_id!r} in the run")
 
 
