@@ -4,8 +4,8 @@ conversation it adds, the call it answers, and the counts it moves (usage, cost,
 `record` is the one way in for an observation: it matches it against what the state waits for
 (a `ProtocolError`, before anything is written, when it answers nothing) and writes it down.
 The other writers here are what a step writes between its decisions (a round opened or
-written, a compaction made) and what `Step.apply` writes on a decision (a round closed early).
-Nothing here decides.
+written, a compaction made, a refused answer), each named by a deciding method's plan, and what
+`Step.apply` writes on a decision (a round closed early). Nothing here decides.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """`Step`: what follows once an observation is recorded: the decision, and the one `apply`.
 
-The deciding methods read the state and write nothing: each ends on the `Decision` the table
-lists for the step's event, with what acting on it takes (the calls to start, why a run stops).
-`apply` moves to the phase the table gives for that decision, writes what the decision does to
-the state, and makes its commands: it alone writes `phase`, and it makes every command the loop
-sends. What a step writes on its way to a decision, it writes through `_record` (a reply's calls
-opened as a round, a round written once every call has its result, a compaction made).
+Deciding reads the state and writes nothing: `decide` and the methods it goes through return a
+plan, the `Decision` the table lists for the step's event with what acting on it takes (the
+calls to start, why a run stops). Where a decision depends on a write (a reply's calls opened as
+a round, a round written once every call has its result, a compaction, a refused answer), the
+plan names the `_record` writer first and the deciding method to go on with after it. `apply`
+moves to the phase the table gives for the decision, writes what the decision does to the
+state, and makes its commands: it alone writes `phase`, and it makes every command the loop
+sends.
 """
 
 from __future__ import annotations
@@ -79,7 +81,6 @@ _DONE, _QUEUED, _RUNNING, _APPROVAL = (
     CallStatus.running,
     CallStatus.approval,
 )
-_PENDING = frozenset({Phase.awaiting_tools, Phase.awaiting_approval})
 _ENDS = {  # a reply that ends the run whatever it holds
     ModelStop.refusal: StopReason.refusal,
     ModelStop.content_filter: StopReason.refusal,
@@ -148,7 +149,7 @@ class Step:
         self.offer(event.tools)
         run_started(self.state, self.spec, event)
         self.at(moves, event.now)
-        return self._next_turn()
+        return self.act(self._next_turn())
 
     def at(self, moves: dict[Decision, Phase], now: float) -> None:
         """The step under way: the table's moves for its event, its time, and whether the run's
@@ -167,14 +168,38 @@ class Step:
         self._now = now = st.events[-1].now
         checks = self.checks
         self._late = checks.deadline_s is not None and checks.deadline_passed(st, now)
+        plan = self.decide(kind, reused)
+        while len(plan) == 4:  # (`act`, inline: this runs twice a turn)
+            write, args, then, given = plan
+            written = write(*args)
+            plan = then(written if given is _WRITTEN else given)
+        commands = self.apply(plan[0], plan[1])
+        if kind is Resumed:  # another process goes on: everything still waited on, again
+            return self.outstanding()
+        return commands
+
+    def act(self, plan: Plan) -> list[Command]:
+        """Carry out `plan`: make each write it waits on (a `_record` writer) and decide on,
+        until a decision, which `apply` acts on."""
+        while len(plan) == 4:
+            write, args, then, given = plan
+            written = write(*args)
+            plan = then(written if given is _WRITTEN else given)
+        return self.apply(plan[0], plan[1])
+
+    # -- deciding: each reads the state, writes nothing, and returns a plan ------------------
+
+    def decide(self, kind: type[Observation], reused: dict[str, str]) -> Plan:
+        """What to make of the observation of type `kind` just recorded."""
+        st = self.state
         if kind is ToolReturned:
-            if len(st.round) == 1 and not self._late:
-                return self._round_complete()  # the reply's only call: nothing left to start
+            if len(st.round) == 1 and not self._late:  # the reply's only call: on to the next
+                return (round_written, (self.state, self._finishers), self._written, _WRITTEN)
             return self._dispatch(_NONE)
         if kind is ModelReplied:
             return self._replied(reused)
         if kind is ToolStarted:
-            return self.apply(WAIT)
+            return _WAITING
         if kind is ModelFailed:
             return self._failed()
         if kind is Approved or kind is Denied:
@@ -182,16 +207,14 @@ class Step:
         if kind is Tick:
             if st.phase is not FINALIZING and self._late:
                 return self._stop(StopReason.deadline, _DEADLINE)
-            return self.apply(WAIT)
+            return _WAITING
         if kind is Resumed:
             return self._resumed()
         cancel: Cancelled = st.events[-1]  # type: ignore[assignment]
         why = f"the run was cancelled ({cancel.reason or 'no reason given'})"
-        return self._finish(StopReason.cancelled, None, why)
+        return _finish(StopReason.cancelled, None, why)
 
-    # -- deciding (these read the state; only `_record` and `apply` write) -------------------
-
-    def _replied(self, reused: dict[str, str]) -> list[Command]:
+    def _replied(self, reused: dict[str, str]) -> Plan:
         """A reply: to the turn after a summary, the round of its calls, the answer, or the
         end."""
         st = self.state
@@ -205,34 +228,31 @@ class Step:
             if type(part) is ToolCall:
                 calls.append(part)
         if phase is FINALIZING:
-            return self._finish(st.stop_reason, text_of(content), _FINISHING, calls)
+            return _finish(st.stop_reason, text_of(content), _FINISHING, calls)
         stop = st.events[-1].response.stop  # type: ignore[union-attr]
         if stop in _ENDS:
             why = f"the reply ended with {stop.value}"
-            return self._finish(_ENDS[stop], text_of(content), why, calls)
+            return _finish(_ENDS[stop], text_of(content), why, calls)
         if calls:
             return self._start_round(calls, reused)
         if stop is ModelStop.pause:
             return self._next_turn()
         if stop is ModelStop.max_tokens:
-            return self._finish(StopReason.max_tokens, text_of(content))
+            return _finish(StopReason.max_tokens, text_of(content))
         if self.output is None:
-            return self._finish(StopReason.completed, text_of(content))
+            return _finish(StopReason.completed, text_of(content))
         answer, problem = self.output.check_reply(text_of(content))  # type: ignore[arg-type]
         if problem is None:
-            return self._finish(StopReason.completed, answer)
+            return _finish(StopReason.completed, answer)
         if st.output_retries + 1 > self.spec.guards.max_output_retries:
-            answer_refused(st, None)
-            return self._finish(StopReason.invalid_output, None)
-        answer_refused(st, UserMessage(problem))
-        return self._next_turn()
+            return (answer_refused, (st, None), _planned, _finish(StopReason.invalid_output, None))
+        return (answer_refused, (st, UserMessage(problem)), self._next_turn, None)
 
-    def _start_round(self, calls: list[ToolCall], reused: dict[str, str]) -> list[Command]:
+    def _start_round(self, calls: list[ToolCall], reused: dict[str, str]) -> Plan:
         """Take the reply's calls as the new round: give the ones that cannot run an error result,
         count repeats, ask for approvals, and start what may run."""
-        st = self.state
         tools = self.tools
-        counts = st.call_counts
+        counts = self.state.call_counts
         counted: dict[str, int] = {}
         repeated = None
         wrong = 0
@@ -249,48 +269,53 @@ class Step:
                 wrong += result.is_error
                 p = PendingCall(call, _DONE, result)
             else:
-                p = PendingCall(call, _QUEUED)
                 again = self.checks.repeated(counts, counted, call)
                 if again is not None and repeated is None:
                     repeated = again
+                    p = PendingCall(call, _QUEUED)
                 elif spec.needs_approval:
-                    p.status = _APPROVAL
+                    p = PendingCall(call, _APPROVAL)
                     asks.append(p)
+                else:
+                    p = PendingCall(call, _QUEUED)
             round_.append(p)
-        round_opened(st, round_, counted, wrong)
-        if repeated is not None:
-            return self._finish(StopReason.repeated_call, None, repeated)
-        if asks and self._late:
-            return self._stop(StopReason.deadline, _DEADLINE)  # before asking for approval
-        return self._dispatch(asks)
+        if repeated is not None:  # (what follows is known before the round is written)
+            then: Plan = _finish(StopReason.repeated_call, None, repeated)
+        elif asks and self._late:
+            then = self._stop(StopReason.deadline, _DEADLINE)  # before asking for approval
+        else:
+            return (round_opened, (self.state, round_, counted, wrong), self._dispatch, asks)
+        return (round_opened, (self.state, round_, counted, wrong), _planned, then)
 
-    def _dispatch(self, asks: list[PendingCall]) -> list[Command]:
+    def _dispatch(self, asks: list[PendingCall]) -> Plan:
         """Start what may run now (`schedule`); then wait for it, or for a human, or go on."""
-        st = self.state
         if self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
-        starts, open_ = schedule(st.round, self.tools)
+        starts, open_ = schedule(self.state.round, self.tools)
         if open_ is BUSY:
-            return self.apply(RUN, starts, asks)
+            return (RUN, (starts, asks))
         if open_ is ASKED:
-            return self.apply(APPROVE, starts, asks)
+            return (APPROVE, (asks,))
         return self._round_complete()
 
-    def _round_complete(self) -> list[Command]:
+    def _round_complete(self) -> Plan:
         """Every call has its result: the round is written in call order, then on."""
-        st = self.state
-        digest, failed, finish = round_written(st, self._finishers)
+        return (round_written, (self.state, self._finishers), self._written, _WRITTEN)
+
+    def _written(self, written: tuple[Any, bool, ToolCall | None]) -> Plan:
+        """The round is written: a finishing tool's answer, too many wrong answers, or the
+        round counts for the guards and the next turn comes."""
+        digest, failed, finish = written
         if finish is not None:
             answer = finish.arguments
             if finish.name == OUTPUT_TOOL and self.output is not None:
                 answer = self.output.check(answer)[0]
-            return self._finish(StopReason.finish_tool, answer)
-        if st.output_retries > self.spec.guards.max_output_retries:
-            return self._finish(StopReason.invalid_output, None)
-        round_counted(st, self.checks, digest, failed)
-        return self._next_turn()
+            return _finish(StopReason.finish_tool, answer)
+        if self.state.output_retries > self.spec.guards.max_output_retries:
+            return _finish(StopReason.invalid_output, None)
+        return (round_counted, (self.state, self.checks, digest, failed), self._next_turn, None)
 
-    def _failed(self) -> list[Command]:
+    def _failed(self) -> Plan:
         """A failed model call: retry it, ask the next model, or stop."""
         st = self.state
         failure: ModelFailed = st.events[-1]  # type: ignore[assignment]
@@ -302,33 +327,30 @@ class Step:
             at = failure.now + wait
             if not finalizing and (self._late or checks.deadline_passed(st, at)):
                 return self._stop(StopReason.deadline)  # it would pass before the retry
-            return self.apply(again, not_before=at)
+            return (again, (at, False, None))
         if failure.retryable and st.model_index + 1 < len(self.spec.models):
             if not finalizing and self._late:
                 return self._stop(StopReason.deadline)
-            return self.apply(again, next_model=True)  # past its retries: the next model, at once
-        return self._finish(st.stop_reason if finalizing else StopReason.model_error, None)
+            return (again, (None, True, None))  # past its retries: the next model, at once
+        return _finish(st.stop_reason if finalizing else StopReason.model_error, None)
 
-    def _resumed(self) -> list[Command]:
-        """Another process goes on (the calls a crash interrupted are settled): hand out what
-        is outstanding, or what comes next."""
+    def _resumed(self) -> Plan:
+        """Another process goes on (the calls a crash interrupted are settled): on with the
+        round, or stop past the deadline, or wait for what is outstanding."""
         st = self.state
         if st.round:
-            commands = self._dispatch(_NONE)  # the deadline, too, as for a result
-            if st.phase not in _PENDING:
-                return commands  # the round is over: what comes next
-        elif self._late and st.phase in (MODEL, COMPACTING):
+            return self._dispatch(_NONE)  # the deadline, too, as for a result
+        if self._late and st.phase in (MODEL, COMPACTING):
             return self._stop(StopReason.deadline, _DEADLINE)
-        else:
-            self.apply(WAIT)
-        return self.outstanding()
+        return _WAITING
 
-    def _next_turn(self) -> list[Command]:
-        """Between turns: the stop conditions, then the guards, else ask the model."""
+    def _next_turn(self, _: object = None) -> Plan:
+        """Between turns (after whatever a write returned): the stop conditions, then the
+        guards, else ask the model."""
         st = self.state
         for condition in self.spec.stop_when:
             if condition(st):
-                return self._finish(StopReason.stop_condition, None)
+                return _finish(StopReason.stop_condition, None)
         if self._late:
             return self._stop(StopReason.deadline)
         checks = self.checks
@@ -340,55 +362,41 @@ class Step:
             cut = plan(policy, st.messages, last, st.context_tokens, self._window, budget)
             if cut is not None:
                 if policy.strategy == "summarize":
-                    return self.apply(COMPACT, summarize=cut)
-                compaction_made(
-                    st, compacted(policy.strategy, st.messages, last, cut, st.context_tokens)
-                )
-                reason = checks.before_turn(st)
+                    return (COMPACT, (None, False, cut))
+                made = compacted(policy.strategy, st.messages, last, cut, st.context_tokens)
+                return (compaction_made, (st, made), self._compacted, None)
         if reason is not None:
             return self._stop(reason)
-        return self.apply(ASK)
+        return _ASKING
 
-    def _stop(self, reason: StopReason, why: str = "") -> list[Command]:
+    def _compacted(self, _: object) -> Plan:
+        """The conversation is compacted in place: ask, unless a guard still trips."""
+        reason = self.checks.before_turn(self.state)
+        return _ASKING if reason is None else self._stop(reason)
+
+    def _stop(self, reason: StopReason, why: str = "") -> Plan:
         """A guard tripped: finalize (one last call, without tools) or finish; calls left open
         get results saying `why`."""
         guards = self.spec.guards
         if reason in FINALIZABLE and guards.finalize and self.state.turns > 0:
-            return self.apply(FINALIZE, reason=reason, why=why, note=guards.finalize_prompt)
-        return self._finish(reason, None, why)
-
-    def _finish(
-        self, reason: StopReason, output: Any, why: str = "", refused: list[ToolCall] = _NONE
-    ) -> list[Command]:
-        return self.apply(FINISH, reason=reason, output=output, why=why, refused=refused)
+            return (FINALIZE, (reason, why, guards.finalize_prompt))
+        return _finish(reason, None, why)
 
     # -- acting ------------------------------------------------------------------------------
 
-    def apply(
-        self,
-        decision: Decision,
-        starts: list[PendingCall] = _NONE,
-        asks: list[PendingCall] = _NONE,
-        *,
-        not_before: float | None = None,
-        next_model: bool = False,
-        summarize: int | None = None,
-        reason: StopReason | None = None,
-        output: Any = None,
-        why: str = "",
-        refused: list[ToolCall] = _NONE,
-        note: str | None = None,
-    ) -> list[Command]:
+    def apply(self, decision: Decision, args: tuple[Any, ...] = ()) -> list[Command]:
         """Act on `decision`: move to the phase the table gives it for the step's event (the
         only place that writes `phase`), write what it does to the state, and make its
-        commands, the only place that makes any: ask the model (`not_before`: a retry's time;
-        `next_model`: the next of the spec's models; `summarize`: for a summary of the turns
-        before it; finalizing, after `note`), start the calls `starts` and ask for `asks`, or
-        finish for `reason` with `output`. Stopping, a round still open (or the `refused` calls
-        of a reply) gets results saying `why`."""
+        commands, the only place that makes any. `args`, by decision: `run` the calls to start
+        and those to ask for; `approve` those to ask for; `ask` and `compact` a retry's time, to
+        the next of the spec's models or not, and (`compact`) the turns to summarize;
+        `finalize` the stop reason, why, and the note the model reads; `finish` the stop
+        reason, the output, why, and the refused calls of a reply. Stopping, a round still
+        open (or the refused calls) gets results saying why."""
         st = self.state
         st.phase = self._moves[decision]
         if decision is RUN:
+            starts, asks = args
             commands: list[Command] = []
             for p in asks:
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
@@ -398,34 +406,61 @@ class Step:
             return commands
         if decision in _ASKS:
             if decision is FINALIZE:
+                reason, why, note = args
                 close(st, why)
                 st.summarizing = None
-                st.stop_reason = reason  # type: ignore[assignment]
-                st.messages.append(UserMessage(note))  # type: ignore[arg-type]
-            elif summarize is not None:
-                st.summarizing = summarize
-            if not_before is not None:
-                st.retries += 1
-            elif next_model:
-                st.model_index += 1
-                st.retries = 0
+                st.stop_reason = reason
+                st.messages.append(UserMessage(note))
+                not_before = None
+            else:
+                not_before, next_model, summarize = args or _NO_ARGS
+                if summarize is not None:
+                    st.summarizing = summarize
+                if not_before is not None:
+                    st.retries += 1
+                elif next_model:
+                    st.model_index += 1
+                    st.retries = 0
             st.model_calls += 1
             st.pending_model = command_id = f"model-{st.model_calls}"
             st.retry_at = not_before
             request = self.requests.next(st, self.offered, self.output)
             return [CallModel(command_id, request, not_before)]
         if decision is FINISH:
+            reason, output, why, refused = args
             close(st, why, refused)
-            st.stop_reason = reason  # type: ignore[assignment]
+            st.stop_reason = reason
             st.output = output
             st.pending_model = st.retry_at = None
             st.summarizing = None
-            return [Finish(reason, typed(self.output, reason, output))]  # type: ignore[arg-type]
+            return [Finish(reason, typed(self.output, reason, output))]
         if decision is APPROVE:
             if st.waiting_since is None:  # from now only a human moves it on: not the run's time
                 st.waiting_since = self._now
-            return [AwaitApproval(p.call.id, p.call.name, p.call.arguments) for p in asks]
+            return [AwaitApproval(p.call.id, p.call.name, p.call.arguments) for p in args[0]]
         return []  # WAIT
+
+
+Plan = tuple[Any, ...]
+"""What a deciding method returns: `(decision, args)` for `apply`; or `(write, args, then,
+given)`: first a `_record` writer to call with `args` (the state first), then the deciding
+`then(given)` (`given` is `_WRITTEN`: what the writer returned) for the plan after it."""
+
+_WAITING: Plan = (WAIT, ())
+_ASKING: Plan = (ASK, ())
+_NO_ARGS = (None, False, None)
+_WRITTEN = object()  # `given` for a plan that reads what its write returned
+
+
+def _finish(
+    reason: StopReason, output: Any, why: str = "", refused: list[ToolCall] = _NONE
+) -> Plan:
+    return (FINISH, (reason, output, why, refused))
+
+
+def _planned(plan: Plan) -> Plan:
+    """What follows a write whose next plan was known before it."""
+    return plan
 
 
 def _resolved(call: ToolCall, error: str) -> PendingCall:

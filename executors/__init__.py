@@ -16,6 +16,7 @@ __all__ = [
     "ApprovalNeeded",
     "AsyncModelClient",
     "CorruptJournal",
+    "Divergence",
     "Failure",
     "Fork",
     "Journal",
@@ -37,6 +38,7 @@ __all__ = [
     "TornJournal",
     "Update",
     "ainvoke",
+    "divergence",
     "fork",
     "invoke",
     "transcript",
@@ -46,6 +48,8 @@ import typing as _typing
 
 from . import sync as sync
 from ._agent import Agent as Agent
+from ._diff import Divergence as Divergence
+from ._diff import divergence as divergence
 from ._events import ApprovalNeeded as ApprovalNeeded
 from ._events import ModelCallFailed as ModelCallFailed
 from ._events import ModelCallFinished as ModelCallFinished

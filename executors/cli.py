@@ -42,6 +42,7 @@ from turnstile.executors import (
     Run,
     RunFailed,
     TornJournal,
+    divergence,
     sync,
     transcript,
 )
@@ -140,6 +141,14 @@ def _show(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    spec = _spec(args.spec)
+    a, b = (_load(path, args.spec)[0].state.events for path in (args.a, args.b))
+    found = divergence(a, b, prices=spec.prices)
+    print(found.report())
+    return 0 if found.first is None else 1
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -375,6 +384,11 @@ def parser() -> argparse.ArgumentParser:
         "--follow", action="store_true", help="follow a journal as its run writes it, to its end"
     )
     show.set_defaults(fn=_show)
+    diff = sub.add_parser("diff", help="compare two runs step by step: where do they part?")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B", help="two journals or dumped states")
+    diff.add_argument("--spec", metavar="SPEC", help=spec_help + "; its prices give costs")
+    diff.set_defaults(fn=_diff)
     check = sub.add_parser("validate", help="check a trace, a dumped state or a journal")
     check.add_argument("path", metavar="TRACE|STATE|JOURNAL")
     check.add_argument("--spec", metavar="SPEC", help=spec_help)

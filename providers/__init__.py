@@ -3,7 +3,8 @@
 The codecs are submodules (`anthropic_messages`, `openai_chat`, `openai_responses`, each with
 `encode`, `decode`, `StreamAccumulator` and `Client`), and so are wire traces (`replay`); here
 are what they share: their errors, stream deltas and the encode cache, and `model_client`,
-which builds a codec's `Client` from a model string (`"openai:gpt-4.1"`).
+which builds a codec's `Client` from a model string (`"openai:gpt-4.1"`), and `portable`,
+which carries a history recorded on one format over to another by written rules.
 """
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "UnsupportedContent",
     "WireCache",
     "model_client",
+    "portable",
 ]
 
 from ._cache import WireCache as WireCache
@@ -31,3 +33,4 @@ from ._errors import UnsupportedContent as UnsupportedContent
 from ._models import MissingAPIKey as MissingAPIKey
 from ._models import model_client as model_client
 from ._optional import MissingExtra as MissingExtra
+from ._portable import portable as portable

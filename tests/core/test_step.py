@@ -1,12 +1,24 @@
-"""Deciding writes nothing: the state changes only where an observation is recorded and where
-`Step.apply` acts on a decision, and `apply` makes every command the loop sends."""
+"""Deciding writes nothing: the state changes only where an observation is recorded, where a
+plan's `_record` writer runs, and where `Step.apply` acts on a decision; `apply` makes every
+command the loop sends."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import pathlib
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
 
 import turnstile.core
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from turnstile.core import LoopSpec
+from turnstile.core._state import dump_state
+from turnstile.core._step import Step
+
+from tests.core._scripts import Run, drive, specs
 
 _COMMANDS = {"CallModel", "RunTool", "AwaitApproval", "Finish"}
 _MUTATORS = {"append", "extend", "update", "insert", "pop", "clear", "remove"}
@@ -78,3 +90,33 @@ def test_apply_makes_every_command_the_loop_sends() -> None:
     }
     # `outstanding` hands out again, unchanged, what `apply` sent (after a load or a replay)
     assert makers == {"_step:Step.apply", "_step:Step.outstanding"}
+
+
+_DECIDERS = (
+    *("decide", "_replied", "_start_round", "_dispatch", "_round_complete", "_written"),
+    *("_failed", "_resumed", "_next_turn", "_compacted", "_stop"),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), spec=specs())
+def test_deciding_writes_nothing_in_any_world(data: st.DataObject, spec: LoopSpec) -> None:
+    """Every deciding method leaves the state as it found it, byte for byte: what a step writes
+    it writes through a `_record` writer its plan names, or in `apply`."""
+    calls: list[str] = []
+
+    def pure(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def deciding(self: Step, *args: Any) -> Any:
+            before = dump_state(self.state)
+            plan = method(self, *args)
+            assert dump_state(self.state) == before, f"Step.{name} wrote to the state"
+            calls.append(name)
+            return plan
+
+        return deciding
+
+    with contextlib.ExitStack() as stack:
+        for name in _DECIDERS:
+            stack.enter_context(mock.patch.object(Step, name, pure(name, getattr(Step, name))))
+        drive(data, Run(spec)).check_finished()
+    assert "decide" in calls

@@ -201,6 +201,25 @@ def test_show_and_validate_a_journal_with_its_spec(
     assert capsys.readouterr().out == f"{path}: valid journal (7 events, 4 messages)\n"
 
 
+def test_diff_of_a_journal_and_its_changed_copy_names_the_first_divergence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, spec = _demo_journal(tmp_path)
+    events = Journal.read(path)
+    changed = tmp_path / "changed.journal"
+    with Journal(changed) as journal:
+        for event in events:
+            if type(event) is ToolReturned:
+                event = msgspec.structs.replace(event, content="snowing")
+            journal.append(event)
+    assert cli.main(["diff", str(path), str(path), "--spec", str(spec)]) == 0
+    assert capsys.readouterr().out.startswith("the runs agree at every step\n")
+    assert cli.main(["diff", str(path), str(changed), "--spec", str(spec)]) == 1
+    assert capsys.readouterr().out.startswith(
+        "first divergence: step 1: get_weather returned something else"
+    )
+
+
 def test_a_journal_of_a_run_without_tools_needs_no_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,6 +34,9 @@ TOOLS = [
     "tests.executors.conformance_tools:get_weather",
     "tests.executors.conformance_tools:save_note",
     "tests.executors.conformance_tools:get_chart",
+    "tests.executors.conformance_tools:find_flights",
+    "tests.executors.conformance_tools:get_forecast",
+    "tests.executors.conformance_tools:book_hotel",
 ]
 # no real get_chart here (Responses' returns its chart as an image)
 NOT_REPRODUCIBLE |= {"openai-responses/media.json", "openai-responses/web_search.stream.json"}
@@ -107,11 +110,11 @@ def offered(request: ModelRequest) -> ModelResponse:
     return ModelResponse([call], ModelStop.tool_use)
 
 
-OFFERED = "offered: get_weather, save_note, get_chart"
+OFFERED = "offered: get_weather, save_note, get_chart, find_flights, get_forecast, book_hotel"
 
 
 def runner_tools() -> list[object]:
-    return [conformance_tools.get_weather, conformance_tools.save_note, conformance_tools.get_chart]
+    return [getattr(conformance_tools, where.rpartition(":")[2]) for where in TOOLS]
 
 
 @pytest.mark.parametrize("executor", ["sync", "asyncio", "trio", "sandbox", "session"])

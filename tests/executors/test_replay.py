@@ -60,6 +60,7 @@ FINISHES = {
     "anthropic/strict_tool.json": StopReason.completed,
     "anthropic/thinking.json": StopReason.completed,
     "anthropic/tool_error.json": StopReason.completed,
+    "anthropic/trip.json": StopReason.completed,
     "anthropic/unknown_stop.json": StopReason.completed,
     "anthropic/weather.json": StopReason.completed,
     "anthropic/weather.stream.json": StopReason.completed,

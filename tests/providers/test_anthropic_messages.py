@@ -242,6 +242,7 @@ FINISHES = {
     "native_output.json": StopReason.completed,
     "prefill.json": StopReason.completed,
     "fallback.json": StopReason.completed,
+    "trip.json": StopReason.completed,
 }
 
 # Deliberate departures from the SDK's types, each with the value that makes the body conform: the
