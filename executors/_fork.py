@@ -111,6 +111,8 @@ def fork(
     begins = source.has(index) and source.kind(index) == "started"
     first = source.event(index) if begins else None
     if journal is not None:
+        if source.path is not None and Path(journal).resolve() == source.path.resolve():
+            raise ValueError("a fork cannot be written over its parent: give another path")
         if not isinstance(policy, str):
             raise ValueError("a journal cannot hold a function: fork into a loop to ask")
         _write(Path(journal), source, index, change, first)

@@ -278,6 +278,13 @@ def test_a_forks_journal_names_its_parent_and_continues_served(tmp_path: Path) -
     assert Journal.read(branch) == run.state.events
 
 
+def test_a_fork_is_never_written_over_its_parent(tmp_path: Path) -> None:
+    run, _ = _parent(tmp_path)
+    with pytest.raises(ValueError, match="over its parent"):
+        fork(tmp_path / "parent.journal", 2, journal=tmp_path / "parent.journal")
+    assert Journal.read(tmp_path / "parent.journal") == run.state.events
+
+
 def test_a_journal_without_a_parent_is_written_as_before(tmp_path: Path) -> None:
     _parent(tmp_path)
     data = (tmp_path / "parent.journal").read_bytes()
