@@ -16,7 +16,7 @@ call on, everything runs live.
 
 from __future__ import annotations
 
-__all__ = ["Fork", "Recorded", "forked", "forked_loop"]
+__all__ = ["Fork", "Recorded", "carried_on", "forked", "forked_loop"]
 
 from collections.abc import Callable, Sequence
 from operator import itemgetter
@@ -38,6 +38,7 @@ from turnstile.core import (
     Observation,
     RunTool,
     Started,
+    ToolOutcome,
     ToolReturned,
     ToolStarted,
 )
@@ -91,6 +92,14 @@ def _segments(tail: Sequence[Event]) -> list[_Segment]:
     return segments
 
 
+def _events(segment: _Segment) -> list[Event]:
+    """A segment's events, in their order (its opener first)."""
+    placed: list[tuple[int, Event]] = [*segment.started.values(), *segment.results.values()]
+    placed += segment.answers.values()
+    events = [e for _, e in sorted(placed, key=itemgetter(0))]
+    return events if segment.opener is None else [segment.opener, *events]
+
+
 def _same(recorded: Event | None, event: Event) -> bool:
     """Whether `event` is the parent's `recorded`, its time aside; a reply, whoever wrote it
     and whatever it cost, if it says the same."""
@@ -102,6 +111,22 @@ def _same(recorded: Event | None, event: Event) -> bool:
             event.response.content == recorded.response.content
         )
     return recorded == msgspec.structs.replace(event, now=recorded.now)
+
+
+class _Carried(msgspec.Struct, frozen=True, kw_only=True):
+    """A fork's `Recorded` as bytes carry it to another process (a Temporal workflow)."""
+
+    tail: list[Event]
+    change: Change
+    segment: int
+    diverged: bool
+    fresh: bool
+    served: list[str]
+    results: dict[str, ToolOutcome]
+    approvals: dict[str, bool | str]
+
+
+_decode_carried = msgspec.json.Decoder(_Carried).decode
 
 
 class Recorded:
@@ -158,6 +183,24 @@ class Recorded:
         recorded = cls(tail, header.change, spec, fresh=len(own) == header.own)
         recorded.track(own)
         return recorded
+
+    def carried(self) -> bytes:
+        """All of it as bytes, for `carried_on` elsewhere (a function `policy` cannot go)."""
+        if self.ask is not None:
+            raise ValueError("a fork asking a function (policy=) cannot go to another process")
+        tail = [e for s in self.segments for e in _events(s)]
+        return msgspec.json.encode(
+            _Carried(
+                tail=tail,
+                change=self.change,
+                segment=self.segment,
+                diverged=self.diverged,
+                fresh=self.fresh,
+                served=self.served,
+                results=self._results,
+                approvals=self._approvals,
+            )
+        )
 
     @property
     def changes(self) -> bool:
@@ -386,3 +429,15 @@ def forked(
     else:
         return None, spec
     return recorded, recorded.change.spec(spec)
+
+
+def carried_on(loop: Loop, data: bytes) -> Fork:
+    """`loop` as the fork whose `Recorded.carried()` bytes are `data` (its spec taken for the
+    parent's)."""
+    got = _decode_carried(data)
+    recorded = Recorded(got.tail, got.change, loop.spec, fresh=got.fresh)
+    recorded.segment, recorded.diverged, recorded.served = got.segment, got.diverged, got.served
+    recorded._results, recorded._approvals = dict(got.results), dict(got.approvals)
+    out = Fork(loop.spec, loop.state)
+    out.recorded = recorded
+    return out
