@@ -385,3 +385,17 @@ def test_a_fork_run_under_another_spec_serves_while_its_requests_are_the_parents
     tighter = LoopSpec(guards=Guards(max_turns=2))  # the same requests, a tighter guard
     again = sync.run(tighter, loop=forked, model=Untouchable(), tools=[weather.tool])
     assert weather.ran == [] and again.stop_reason == "max_turns"
+
+
+def test_a_fork_carried_to_another_process_serves_the_same() -> None:
+    from turnstile.executors._served import carried_on
+
+    run, weather = _parent()
+    forked = fork(run.loop, "turn:2", results={"c3": "fog in Lima"})
+    moved = carried_on(Loop.load(run.loop.spec, forked.dump()), forked.recorded.carried())
+    model = ScriptedModel(_calls()[-1:])
+    again = sync.run(LoopSpec(), loop=moved, model=model, tools=[weather.tool], clock=lambda: 0.0)
+    assert weather.ran == [] and moved.served == ["c2"] and len(model.requests) == 1
+    assert again.state.messages[-2].results[0].content == "fog in Lima"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="function"):
+        fork(run.loop, 1, policy=lambda call, recorded: True).recorded.carried()
