@@ -16,6 +16,7 @@ from . import (
     caching,
     core,
     executors,
+    fork,
     journal,
     load,
     longrun,
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = core.rows(sizes, times) + providers.rows(sizes, times) + executors.rows(sizes, times)
     rows += aio.rows(sizes, times) + load.rows(sizes, times)
     rows += journal.rows(sizes, times)
+    rows += fork.rows(sizes, times)
     rows += tracing.rows(sizes, times)
     rows += caching.rows(sizes, times)
     rows += longrun.rows(sizes, times)

@@ -4,9 +4,11 @@ An `Agent` (a spec, its model and its tools) is what they run. `sync` is importe
 `aio` (the async executor, under asyncio or trio) and `sandbox` on first use, so
 `import turnstile.executors` does not pay for anyio. The `Update`s a run shows its
 caller (`on_update=`) are here too. `Journal` keeps a run's events in a file, so the run can
-outlive its process. Above them: `turnstile.executors.testing`, for testing agents, and
-`turnstile.executors.cli`, the `turnstile` command. `Session` is the protocol every executor
-follows, without I/O, for a runtime of one's own; `invoke` and `ainvoke` call a tool's function.
+outlive its process; `fork` cuts a run at any event, one thing changed, and serves the rest
+from its log while the fork stays on its track. Above them: `turnstile.executors.testing`, for
+testing agents, and `turnstile.executors.cli`, the `turnstile` command. `Session` is the
+protocol every executor follows, without I/O, for a runtime of one's own; `invoke` and
+`ainvoke` call a tool's function.
 """
 
 __all__ = [
@@ -16,12 +18,14 @@ __all__ = [
     "CorruptJournal",
     "Divergence",
     "Failure",
+    "Fork",
     "Journal",
     "ModelCallFailed",
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelClient",
     "ModelRetry",
+    "ParentChanged",
     "Run",
     "RunFailed",
     "RunFinished",
@@ -35,6 +39,7 @@ __all__ = [
     "Update",
     "ainvoke",
     "divergence",
+    "fork",
     "invoke",
     "transcript",
 ]
@@ -54,11 +59,13 @@ from ._events import RunFinished as RunFinished
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
 from ._events import Update as Update
+from ._fork import fork as fork
 from ._invoke import ainvoke as ainvoke
 from ._invoke import invoke as invoke
 from ._journal import CorruptJournal as CorruptJournal
 from ._journal import Journal as Journal
 from ._journal import TornJournal as TornJournal
+from ._lineage import ParentChanged as ParentChanged
 from ._protocols import AsyncModelClient as AsyncModelClient
 from ._protocols import ModelClient as ModelClient
 from ._protocols import ToolRunner as ToolRunner
@@ -66,6 +73,7 @@ from ._run import Failure as Failure
 from ._run import Run as Run
 from ._run import RunFailed as RunFailed
 from ._scripted import ScriptedModel as ScriptedModel
+from ._served import Fork as Fork
 from ._session import Session as Session
 from ._toolbox import Toolbox as Toolbox
 from ._transcript import transcript as transcript

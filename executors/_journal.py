@@ -7,6 +7,10 @@ The file is a header, then one record per event, written by one `write` as the e
     record   the payload's length (u32), crc32 of those 4 bytes (u32),
              crc32 of the payload (u32), the payload: the event as JSON     12 + length bytes
 
+A fork's journal (`turnstile.executors.fork`) is schema 2: the same header with version 2, then
+one record (framed as an event's) holding what names its parent, as JSON; the events follow as in
+schema 1. Every other journal is still written as schema 1, byte for byte.
+
 The length has a checksum of its own so that a damaged length is never taken for the end of the
 file: a record that claims to run past the end is cut short only if its length is whole.
 
@@ -38,6 +42,8 @@ from turnstile.core.decoding import decoded
 
 MAGIC = b"turnstile-journal\n"
 VERSION = 1
+FORKED = 2
+"""The schema of a fork's journal: a header record (its parent) after the header."""
 _HEADER = MAGIC + struct.pack("<I", VERSION)
 _LENGTH = struct.Struct("<I")
 _FRAME = struct.Struct("<III")  # length, crc32 of the length, crc32 of the payload
@@ -66,6 +72,25 @@ class _Contents(NamedTuple):
     events: list[Event]
     offsets: list[int]  # where each event's record starts
     end: int  # where the whole records end; 0 when not even the header is whole
+    header: bytes | None = None  # a fork's header record (its parent), as JSON
+
+
+def header_record(data: bytes, path: Path) -> tuple[bytes | None, int]:
+    """A journal's header record (a fork's, schema 2; None for schema 1) and where its event
+    records begin, for a header already checked up to its version. A damaged header record is
+    `CorruptJournal`: a fork's journal is written whole before it is renamed into place."""
+    start = len(_HEADER)
+    [version] = _LENGTH.unpack_from(data, len(MAGIC))
+    if version < FORKED:
+        return None, start
+    if len(data) - start >= _FRAME.size:
+        length, length_crc, payload_crc = _FRAME.unpack_from(data, start)
+        end = start + _FRAME.size + length
+        payload = data[start + _FRAME.size : end]
+        if crc32(data[start : start + 4]) == length_crc and crc32(payload) == payload_crc:
+            if end <= len(data):
+                return payload, end
+    raise CorruptJournal(path, start, "damaged header record (a fork's parent)")
 
 
 def _scan(data: bytes, path: Path) -> _Contents:
@@ -78,18 +103,18 @@ def _scan(data: bytes, path: Path) -> _Contents:
     if data[: len(MAGIC)] != MAGIC:
         raise CorruptJournal(path, 0, "not a turnstile journal")
     [version] = _LENGTH.unpack_from(data, len(MAGIC))
-    if version > VERSION:
+    if version > FORKED:
         raise CorruptJournal(
             path,
             len(MAGIC),
             f"written by a newer turnstile (journal schema {version}, this one reads up to "
-            f"{VERSION}); upgrade",
+            f"{FORKED}); upgrade",
         )
     if version < 1:
         raise CorruptJournal(path, len(MAGIC), f"unknown journal schema {version}")
     events: list[Event] = []
     offsets: list[int] = []
-    pos = len(_HEADER)
+    header, pos = header_record(data, path)
     while size - pos >= _FRAME.size:
         length, length_crc, payload_crc = _FRAME.unpack_from(data, pos)
         if length == 0 or crc32(data[pos : pos + 4]) != length_crc:
@@ -107,7 +132,7 @@ def _scan(data: bytes, path: Path) -> _Contents:
         events.append(decoded(_decode, payload, partial(_unknown_event, path, pos)))
         offsets.append(pos)
         pos = end
-    return _Contents(events, offsets, pos)
+    return _Contents(events, offsets, pos, header)
 
 
 def _unknown_event(path: Path, offset: int, reason: str) -> CorruptJournal:
@@ -227,6 +252,8 @@ class Journal:
             os.close(fd)
             raise
         self.events = contents.events
+        self.header = contents.header
+        """A fork's header record (what names its parent), as JSON; None for other runs."""
         self._offsets = contents.offsets
         self._fd = fd
         self._size = size

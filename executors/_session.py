@@ -42,6 +42,7 @@ from turnstile.core.messages import Message, UserMessage
 from ._events import ModelCallStarted, Narrator, Update
 from ._logs import logged
 from ._run import Run
+from ._served import Recorded, forked
 
 if TYPE_CHECKING:
     from ._journal import Journal
@@ -109,6 +110,10 @@ class Session:
     event. Raises `ValueError` for a prompt the loop cannot start from, none where it needs
     one, or tools the spec names that `tool_specs` lacks.
 
+    A `Fork` (`fork`'s loop), or a fork's journal, is served from its parent's log: the work
+    its parent already did, the session answers itself while the fork stays on the parent's
+    track, and hands out only the rest.
+
     `journal` gets every event the loop records, and a call's start is made durable before the
     call runs (with its `fsync="round"`, the round's together: see `Journal`). A journal that
     already holds a run resumes it: give the same prompt or none (another raises `ValueError`).
@@ -129,6 +134,7 @@ class Session:
     __slots__ = (
         "_ahead",
         "_armed_for",
+        "_fork",
         "_journal",
         "_log",
         "_narrator",
@@ -164,6 +170,8 @@ class Session:
     ) -> None:
         self._tools = () if spec.tools else tuple(tool_specs)
         spec = _with_tools(spec, tool_specs)
+        self._fork: Recorded | None  # a fork's parent log, serving what it recorded
+        self._fork, spec = forked(spec, loop, journal)
         if journal is not None and journal.events:
             _journaled_prompt(prompt, journal.events)
             prompt, loop = None, journal.loop(spec)
@@ -217,14 +225,17 @@ class Session:
         with a finished loop's conversation); else the loop is told it was `Resumed` (a finished
         one has nothing left to do), or with `resume=False` (the same run going on, as a Temporal
         run continued as new) what it still waits on."""
+        if self._fork is not None:  # a fork's first start: its prompt, its calls under way
+            resume, prompt = self._fork.starting(self, resume)
+            self._prompt = prompt if prompt is not None else self._prompt
         if self._prompt is not None:
             commands = self.loop.start(self._prompt, self.now(), self._tools)
         elif self.loop.state.phase == "done" or not resume:
             commands = self.loop.outstanding_commands()
         else:
-            return self._apply(Resumed(now=self.now()))
+            return self._served(self._apply(Resumed(now=self.now())))
         self._record(commands)
-        return commands
+        return self._served(commands)
 
     def send(self, obs: Observation) -> list[Command]:
         """Record what the world did (`on_step` sees it); return what the loop decides. A reply
@@ -232,7 +243,11 @@ class Session:
         commands = self._apply(obs)
         if self._on_step is not None:  # once recorded: a dump taken there holds it
             self._on_step(obs)
-        return commands
+        return commands if self._fork is None else self._fork.serve(self, commands)
+
+    def _served(self, commands: list[Command]) -> list[Command]:
+        """A fork answers what its parent's log can; the rest is carried out."""
+        return commands if self._fork is None else self._fork.serve(self, commands)
 
     def _apply(self, obs: Observation) -> list[Command]:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["transcript"]
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from turnstile.core import (
     Approved,
@@ -104,8 +104,9 @@ def _block(prefix: str, text: str | Sequence[UserPart]) -> list[str]:
 class _Ledger:
     """Writes the state's messages out in order, each once, with the names of the calls."""
 
-    def __init__(self, state: LoopState) -> None:
+    def __init__(self, state: LoopState, served: Collection[str] = ()) -> None:
         self.messages = state.messages
+        self.served = served
         self.next = 0
         self.names: dict[str, str] = {}
         self.lines: list[str] = []
@@ -197,7 +198,8 @@ class _Ledger:
             case ToolResults(results=results):
                 for result in results:
                     mark = "✗" if result.is_error else "←"
-                    head = f"  {mark} {self.name(result.call_id)}: "
+                    recorded = " (recorded)" if result.call_id in self.served else ""
+                    head = f"  {mark} {self.name(result.call_id)}{recorded}: "
                     lines += _block(head, _compact(result.content))
             case Instructions(text=text, role=role):
                 lines += _block(f"{role}: ", text)
@@ -206,11 +208,12 @@ class _Ledger:
         return self.names.get(call_id, call_id)
 
 
-def transcript(state: LoopState) -> str:
+def transcript(state: LoopState, served: Collection[str] = ()) -> str:
     """Render a state (finished or not) in the order things happened: each turn's reply with its
     stop and usage, its calls, the approvals and denials they got, their results; failed model
-    calls and a cancel where they came."""
-    ledger = _Ledger(state)
+    calls and a cancel where they came. The results of the calls in `served` (a fork's, answered
+    from its parent's log: `Fork.served`) are marked "(recorded)"."""
+    ledger = _Ledger(state, served)
     lines = ledger.lines
     for event in state.events:
         match event:

@@ -46,6 +46,7 @@ from turnstile.executors import (
     sync,
     transcript,
 )
+from turnstile.executors._cli_fork import add_fork
 from turnstile.executors._console import Display, Mirror, follow, live_terminal
 from turnstile.executors._journal import MAGIC as JOURNAL_MAGIC
 from turnstile.providers import Delta, TextDelta, model_client
@@ -439,6 +440,7 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="replay a recorded trace, print its transcript")
     replay.add_argument("trace")
     replay.set_defaults(fn=_replay)
+    add_fork(sub, UsageError)
     return p
 
 

@@ -32,6 +32,7 @@ from turnstile.core.messages import Message
 from turnstile.executors._agent import Agent, unpacked
 from turnstile.executors._events import ModelCallStarted, Narrator, Update
 from turnstile.executors._run import Run
+from turnstile.executors._served import Fork
 from turnstile.executors._session import check_prompt
 from turnstile.executors._toolbox import as_runner
 
@@ -204,6 +205,7 @@ async def start(
         prompt=prompt if prompt is None or isinstance(prompt, str) else list(prompt),
         resumed=loop is not None and prompt is None,
         options=options,
+        fork=loop.recorded.carried() if isinstance(loop, Fork) else b"",
     )
     handle = await client.start_workflow(
         WORKFLOW,

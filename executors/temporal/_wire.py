@@ -72,7 +72,8 @@ class Input(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """A workflow's first argument (its second is the loop's dump, or empty). `prompt` starts a
     run; without one a dump is resumed: `resumed` tells the loop it was (a dump from another
     process), else its outstanding commands are carried on (a continue-as-new), with `offset`,
-    what the run's clock adds to `workflow.time()` (`Session.offset`)."""
+    what the run's clock adds to `workflow.time()` (`Session.offset`). `fork`: a fork's parent
+    log and where it stands on it (`Recorded.carried()`), to serve from."""
 
     spec: LoopSpec
     model: str
@@ -80,6 +81,7 @@ class Input(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     resumed: bool = False
     offset: float = 0.0
     options: Options = DEFAULT_OPTIONS
+    fork: bytes = b""
 
 
 def _plain(value: object) -> object:

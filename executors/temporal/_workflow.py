@@ -27,11 +27,13 @@ with workflow.unsafe.imports_passed_through():
         Cancelled,
         Denied,
         Loop,
+        LoopSpec,
         Observation,
         RunTool,
         Tick,
         TurnstileError,
     )
+    from turnstile.executors._served import carried_on
     from turnstile.executors._session import Session
 
     from ._activities import ask_model, ask_tool, ask_tool_specs
@@ -69,7 +71,7 @@ class LoopWorkflow:
         session = self._session = Session(
             spec,
             start.prompt,
-            loop=Loop.load(spec, dump) if dump else None,
+            loop=_loaded(spec, dump, start.fork),
             tool_specs=spec.tools,
             clock=workflow.time,
             # a new run's time starts at 0, as a replay's does; continued as new, it goes on
@@ -107,7 +109,11 @@ class LoopWorkflow:
                 if self._due(options.continue_after):
                     for key in list(self._pending):
                         self._drop(key)
-                    carried = replace(start, prompt=None, resumed=False, offset=session.offset)
+                    carried = replace(
+                        start, prompt=None, resumed=False, offset=session.offset, fork=b""
+                    )
+                    if session._fork is not None:  # a fork's log goes on with it
+                        carried = replace(carried, fork=session._fork.carried())
                     workflow.continue_as_new(args=[encode(carried), session.loop.dump()])
         except asyncio.CancelledError:
             session.send(Cancelled("the workflow was cancelled", now=session.now()))
@@ -172,6 +178,12 @@ class LoopWorkflow:
             return False
         busy = any(type(k) is str and task is not None for k, task in self._pending.items())
         return not busy and not any(key in self._pending for key, _ in self._inbox)
+
+
+def _loaded(spec: LoopSpec, dump: bytes, fork: bytes) -> Loop | None:
+    """The loop a run resumes from its dump, as a fork if it is one."""
+    loop = Loop.load(spec, dump) if dump else None
+    return carried_on(loop, fork) if loop is not None and fork else loop
 
 
 async def _ring(wait: float) -> Observation:

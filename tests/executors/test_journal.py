@@ -259,7 +259,7 @@ def test_a_whole_record_that_is_no_event_is_corrupt_even_at_the_end(tmp_path: Pa
     [
         (b'{"schema": 2, "state": {}}', 0, "not a turnstile journal"),
         (b"{}", 0, "not a turnstile journal"),
-        (MAGIC + struct.pack("<I", 2), len(MAGIC), "newer"),
+        (MAGIC + struct.pack("<I", 3), len(MAGIC), "newer"),
         (MAGIC + struct.pack("<I", 0), len(MAGIC), "schema 0"),
     ],
 )
@@ -476,3 +476,18 @@ def test_a_journal_written_as_a_run_goes_replays_to_the_live_loop_at_any_point(
         journal.close()
         assert Journal(path).loop(spec).dump() == run.loop.dump()
         assert Journal.read(path) == run.state.events
+
+
+def test_a_forks_header_record_is_read_and_a_damaged_one_is_corrupt(tmp_path: Path) -> None:
+    header = b'{"path":null,"run":"","index":0,"digest":""}'
+    length = struct.pack("<I", len(header))
+    record = struct.pack("<III", len(header), zlib.crc32(length), zlib.crc32(header)) + header
+    path = tmp_path / "fork.journal"
+    path.write_bytes(MAGIC + struct.pack("<I", 2) + record)
+    with Journal(path) as journal:
+        assert journal.header == header and journal.events == []
+        journal.append(Tick(now=1.0))
+    assert Journal.read(path) == [Tick(now=1.0)]
+    path.write_bytes(MAGIC + struct.pack("<I", 2) + record[:-1])
+    with pytest.raises(CorruptJournal, match="damaged header record"):
+        Journal.read(path)

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnstile[temporal]'")
 from temporalio.client import WorkflowHistory
+from turnstile.core import Loop
 from turnstile.executors import Run, ScriptedModel, ToolRunner, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
 from turnstile.executors.testing import replay
@@ -102,3 +103,35 @@ def test_a_spec_naming_no_tools_is_offered_the_workers_tools(env: Env) -> None:
     assert event_log(run) == event_log(by_sync)
     replay_history(history)
     keep(history, "worker-tools")
+
+
+@pytest.mark.parametrize("name", ["anthropic/weather.json", "anthropic/fallback.json"])
+def test_a_fork_under_temporal_serves_its_parents_log(name: str, env: Env) -> None:
+    from turnstile.executors import fork
+
+    from tests.executors.test_fork import Counted, Untouchable
+
+    trace = load_trace(FIXTURES[0].parents[1] / name)
+    parent = replay(trace)
+    events = parent.state.events
+    for at in (1, len(events) // 2, len(events) - 1):
+        forked = fork(parent.loop, at)
+        tools = Counted(RecordedTools(trace))
+        queue = f"fork-{at}-{uuid.uuid4().hex[:8]}"
+
+        async def go(forked: Loop = forked, tools: Counted = tools, queue: str = queue) -> Run:
+            models = {"nobody": Untouchable()}
+            async with temporal.worker(env.client, models=models, tools=tools, task_queue=queue):
+                handle = await temporal.start(
+                    env.client,
+                    parent.loop.spec,
+                    model="nobody",
+                    id=queue,
+                    task_queue=queue,
+                    loop=forked,
+                )
+                return await handle.result()
+
+        run = env.wait(go(), 60)
+        assert event_log(run) == event_log(parent), f"forked at {at}"
+        assert tools.ran == []
