@@ -1,0 +1,134 @@
+"""The faults a simulation injects: each kind weighted (`Faults`), each drawn by seed at a site of
+the run (the n-th tool call, model call, approval, journal write or round of tool calls), and
+written down (`Fault`) so that a schedule can be replayed, shrunk and kept as a test."""
+
+from __future__ import annotations
+
+__all__ = ["Fault", "FaultKind", "Faults", "Schedule"]
+
+import enum
+import random
+from collections.abc import Iterable
+
+import msgspec
+
+
+class FaultKind(enum.StrEnum):
+    """What goes wrong, and where: each kind belongs to one site (its prefix)."""
+
+    tool_raise = "tool_raise"
+    """The tool raises before it takes effect: the model gets an error result."""
+    tool_hang = "tool_hang"
+    """The tool never returns: the tool's timeout or the run's deadline has to end it."""
+    tool_slow = "tool_slow"
+    """The tool takes 20 to 60 times as long (its timeout may end it)."""
+    tool_garbage = "tool_garbage"
+    """The tool takes effect and returns bytes that mean nothing."""
+    model_retryable = "model_retryable"
+    """The model call fails in a way worth retrying (a 429 with a retry-after)."""
+    model_final = "model_final"
+    """The model call fails for good (a 400, an invalid key)."""
+    model_malformed = "model_malformed"
+    """The model's client hands back something that is not a reply (its bug)."""
+    approval_late = "approval_late"
+    """The person answers an approval an hour later."""
+    approval_denied = "approval_denied"
+    """The person denies the call."""
+    crash = "crash"
+    """The process dies as the journal is written; a fresh driver resumes from the journal."""
+    reorder = "reorder"
+    """A round's tool calls come back in a shuffled order."""
+
+    @property
+    def site(self) -> str:
+        """Where the kind strikes: tool, model, approval, write or round."""
+        return _SITES[self]
+
+
+_SITES = {
+    **{k: k.value.partition("_")[0] for k in FaultKind},
+    FaultKind.crash: "write",
+    FaultKind.reorder: "round",
+}
+
+
+class Faults(msgspec.Struct, frozen=True, kw_only=True):
+    """How often each fault strikes, as a chance per site (each tool call, model call, approval,
+    journal write, round of two or more tool calls); 0 switches a kind off. The chances of one
+    site's kinds add up to at most 1. `Faults.none()` is a world where nothing goes wrong."""
+
+    tool_raise: float = 0.05
+    tool_hang: float = 0.02
+    tool_slow: float = 0.05
+    tool_garbage: float = 0.03
+    model_retryable: float = 0.05
+    model_final: float = 0.01
+    model_malformed: float = 0.01
+    approval_late: float = 0.1
+    approval_denied: float = 0.1
+    crash: float = 0.03
+    reorder: float = 0.5
+
+    def __post_init__(self) -> None:
+        for site in set(_SITES.values()):
+            chances = [getattr(self, k.value) for k in FaultKind if k.site == site]
+            if any(not 0 <= c <= 1 for c in chances) or sum(chances) > 1 + 1e-9:
+                raise ValueError(
+                    f"the chances of the {site} faults must each be in [0, 1] and add up to "
+                    f"at most 1, not {chances}"
+                )
+
+    @classmethod
+    def none(cls) -> Faults:
+        """No fault of any kind."""
+        return cls(**dict.fromkeys((k.value for k in FaultKind), 0.0))
+
+    def only(self, *kinds: FaultKind | str) -> Faults:
+        """These weights with every kind but `kinds` switched off."""
+        keep = {FaultKind(k) for k in kinds}
+        return msgspec.structs.replace(self, **{k.value: 0.0 for k in FaultKind if k not in keep})
+
+
+class Fault(msgspec.Struct, frozen=True, array_like=True):
+    """One fault of a schedule: `kind` at the `n`-th opportunity (from 0) of its site in a seed's
+    run, counted across crashes."""
+
+    kind: FaultKind
+    n: int
+
+
+def rng(seed: int, site: str, n: int) -> random.Random:
+    """The random numbers of one opportunity: the same in every process, and unchanged by what
+    happened at other opportunities (a fault removed in shrinking moves nothing else)."""
+    return random.Random(f"{seed}:{site}:{n}")
+
+
+class Schedule:
+    """The faults of one seed's run: drawn at each opportunity from `weights`, or, given
+    `fixed`, exactly those (a schedule replayed or shrunk). `struck` lists those that struck."""
+
+    def __init__(self, seed: int, weights: Faults, fixed: Iterable[Fault] | None = None) -> None:
+        self.seed = seed
+        self._weights = weights
+        self._fixed = None if fixed is None else {(f.kind.site, f.n): f.kind for f in fixed}
+        self._seen = dict.fromkeys(set(_SITES.values()), 0)
+        self.struck: list[Fault] = []
+
+    def draw(self, site: str) -> tuple[FaultKind | None, random.Random]:
+        """The next opportunity at `site`: the fault that strikes there, if any, and its random
+        numbers (durations, an order)."""
+        n = self._seen[site]
+        self._seen[site] = n + 1
+        r = rng(self.seed, site, n)
+        u = r.random()
+        if self._fixed is not None:
+            kind = self._fixed.get((site, n))
+        else:
+            kind = None
+            for k in FaultKind:
+                if k.site == site and (u := u - getattr(self._weights, k.value)) < 0:
+                    kind = k
+                    break
+        if kind is not None:
+            self.struck.append(Fault(kind, n))
+        return kind, r
