@@ -83,10 +83,11 @@ class Faults(msgspec.Struct, frozen=True, kw_only=True):
         """No fault of any kind."""
         return cls(**dict.fromkeys((k.value for k in FaultKind), 0.0))
 
-    def only(self, *kinds: FaultKind | str) -> Faults:
-        """These weights with every kind but `kinds` switched off."""
-        keep = {FaultKind(k) for k in kinds}
-        return msgspec.structs.replace(self, **{k.value: 0.0 for k in FaultKind if k not in keep})
+    @classmethod
+    def only(cls, **chances: float) -> Faults:
+        """A world where only the kinds named strike, at the chances given:
+        `Faults.only(crash=0.1)`."""
+        return msgspec.structs.replace(cls.none(), **chances)
 
 
 class Fault(msgspec.Struct, frozen=True, array_like=True):
