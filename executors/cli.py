@@ -409,6 +409,9 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="replay a recorded trace, print its transcript")
     replay.add_argument("trace")
     replay.set_defaults(fn=_replay)
+    from .testing._simcli import add_simulate
+
+    add_simulate(sub)
     return p
 
 

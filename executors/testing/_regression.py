@@ -4,42 +4,18 @@ simulation its `target` names, and fails while the invariant still breaks."""
 
 from __future__ import annotations
 
-__all__ = ["SimulationFile", "options_of", "resolve"]
+__all__ = ["SimulationFile"]
 
-import importlib
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from turnstile.executors._agent import Agent
 
+from ._simcli import options_of, resolve
 from ._simulate import SimulationFailed, Violation, replayed
 
 SUFFIX = ".simulation.json"
-
-
-def resolve(target: str, where: Path | None = None) -> Any:
-    """The object at "module:name", the module looked for beside `where` too."""
-    module, _, name = target.partition(":")
-    if not module or not name:
-        raise ValueError(f"{target!r} is not module:name")
-    if where is not None and str(where) not in sys.path:
-        sys.path.insert(0, str(where))
-    return getattr(importlib.import_module(module), name)
-
-
-def options_of(found: object, target: str) -> dict[str, Any]:
-    """`simulate`'s arguments from what a target names: an `Agent` (the prompt then comes from
-    elsewhere), or a mapping of `simulate`'s keyword arguments (its `spec` an `Agent` too)."""
-    if isinstance(found, Agent):
-        return {"spec": found}
-    if isinstance(found, Mapping) and "spec" in found:
-        return dict(found)
-    raise TypeError(
-        f"{target} is neither an Agent nor a mapping of simulate()'s arguments with a spec"
-    )
 
 
 class SimulationItem(pytest.Item):
