@@ -29,7 +29,7 @@ from turnstile.core import (
     StopReason,
     Tool,
 )
-from turnstile.core.messages import AssistantMessage, Message, ModelResponse
+from turnstile.core.messages import Message, ModelResponse
 from turnstile.executors._agent import Agent
 from turnstile.executors._protocols import ToolRunner
 from turnstile.executors._run import Run
@@ -39,6 +39,7 @@ from turnstile.executors._transcript import transcript
 
 from ._faults import Fault, Faults, Schedule
 from ._invariants import finals, step_checks
+from ._traced import by_turn_once, from_trace, turn_of
 from ._world import Setup, World
 
 MAX_TIME_S = 86_400.0
@@ -141,7 +142,7 @@ def _by_turn(script: Sequence[ModelResponse | ModelError]) -> Reply:
     a retry or a crash gets the same reply, as a recorded conversation would give it."""
 
     def reply(request: ModelRequest) -> ModelResponse:
-        turn = sum(type(m) is AssistantMessage for m in request.messages)
+        turn = turn_of(request)
         if turn >= len(script):
             raise ModelError(f"the script has no reply for turn {turn}", retryable=False)
         item = script[turn]
@@ -159,12 +160,12 @@ def _reply(model: Any) -> Reply:
         return _by_turn(model)
     complete = getattr(model, "complete", None)
     if complete is not None:
-        return complete  # type: ignore[no-any-return]
+        return by_turn_once(complete)
     if callable(model):
         return model  # type: ignore[no-any-return]
     raise TypeError(
         "simulate() takes a model as a ScriptedModel, a list of replies (by turn), a function "
-        f"of the request or a ModelClient, got {model!r}"
+        f"of the request, a ModelClient or a trace, got {model!r}"
     )
 
 
@@ -176,7 +177,7 @@ class _Recorded:
     fallback: Reply | None
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
-        turn = sum(type(m) is AssistantMessage for m in request.messages)
+        turn = turn_of(request)
         if turn in self.replies:
             return self.replies[turn]
         if self.fallback is None:
@@ -252,7 +253,7 @@ class _Plan:
 
 
 def simulate(
-    spec: LoopSpec | Agent,
+    spec: LoopSpec | Agent | None,
     prompt: str | Sequence[Message] | None = None,
     *,
     seeds: int | Iterable[int] = 100,
@@ -266,8 +267,11 @@ def simulate(
     executor's protocol (`Session`) over an in-memory journal, a crash resumed from it.
 
     `model` answers: a `ScriptedModel` or a list of replies (by turn: a call asked again gets
-    the same reply), a function of the `ModelRequest`, or a `ModelClient`; an `Agent` brings
-    its own, and its `tools`. `reset` runs before each seed (and each replay), to give the
+    the same reply), a function of the `ModelRequest`, a `ModelClient` (asked once per turn,
+    its reply kept for every seed: a client over a replayed trace serves each exchange once),
+    or a recorded trace (a `Trace` or its path: its spec, prompt and tool outputs by call id
+    too, where `spec`, `prompt`, `tools` are not given); an `Agent` brings its own, and its
+    `tools`. `reset` runs before each seed (and each replay), to give the
     tools a fresh world; `deps` reaches the tools that ask for a `ToolContext`. `approve`
     answers approvals (default: yes). `tool_timeout` ends calls that run longer, as the async
     executor does (a tool's own `timeout_s` first).
@@ -296,8 +300,14 @@ def simulate(
     return SimulationReport(runs, list(found.values()))
 
 
+def _is_trace(model: object) -> bool:
+    if isinstance(model, Path) or (isinstance(model, str) and model.endswith(".json")):
+        return True
+    return type(model).__name__ == "Trace" and type(model).__module__.startswith("turnstile.")
+
+
 def _planned(
-    spec: LoopSpec | Agent,
+    spec: LoopSpec | Agent | None,
     prompt: str | Sequence[Message] | None,
     *,
     model: Any = None,
@@ -317,6 +327,13 @@ def _planned(
         model = spec.model if model is None else model
         tools = spec.tools if tools == () else tools
         spec = spec.spec
+    if _is_trace(model):
+        model, traced, traced_spec, traced_prompt = from_trace(model)
+        tools = traced if tools == () else tools
+        spec = traced_spec if spec is None else spec
+        prompt = traced_prompt if prompt is None else prompt
+    if spec is None:
+        raise ValueError("simulate() needs a spec, an Agent, or a trace as the model")
     if isinstance(model, str):
         raise TypeError(
             "simulate() never calls a live model: give a ScriptedModel, replies, or a function"
@@ -341,7 +358,7 @@ def _planned(
 
 def replayed(
     violation: Violation | str | Path,
-    spec: LoopSpec | Agent,
+    spec: LoopSpec | Agent | None,
     prompt: str | Sequence[Message] | None = None,
     **options: Any,
 ) -> Outcome:

@@ -6,7 +6,7 @@ import importlib
 import sys
 
 import pytest
-from turnstile.executors.testing import Violation, simulate
+from turnstile.executors.testing import Faults, Violation, simulate
 
 from .planted import BUGS, source
 
@@ -34,3 +34,27 @@ def test_a_planted_bug_is_found_shrunk_and_kept_as_a_test_that_fails_until_fixed
     pytester.makepyfile(agent=source(bug, fixed=True))
     sys.modules.pop("agent", None)
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_recorded_trace_is_the_model_its_spec_prompt_and_tool_outputs_too() -> None:
+    from turnstile.core import StopReason
+
+    report = simulate(None, model="fixtures/anthropic/weather.json", seeds=30, keep_going=True)
+    assert report.ok, str(report)
+    calm = simulate(None, model="fixtures/anthropic/weather.json", seeds=3, faults=Faults.none())
+    assert {r.stop_reason for r in calm.runs} == {StopReason.completed}
+
+
+def test_a_model_client_is_asked_once_per_turn_for_every_seed() -> None:
+    from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
+
+    class Client:
+        def __init__(self) -> None:
+            self.scripted = demo_model()
+
+        def complete(self, request: object) -> object:
+            return self.scripted.complete(request)  # type: ignore[arg-type]
+
+    client = Client()
+    report = simulate(demo_spec(), PROMPT, model=client, tools=[get_weather], seeds=20)
+    assert report.ok and len(client.scripted.requests) == 2
