@@ -21,6 +21,7 @@ from . import (
     longrun,
     peers,
     providers,
+    simulate,
     temporal,
     tracing,
 )
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += caching.rows(sizes, times)
     rows += longrun.rows(sizes, times)
     rows += temporal.rows(sizes, times)
+    rows += simulate.rows(sizes, times)
     if args.quick:
         rows.append(
             ("peers", "", "skipped in --quick (importing them alone takes seconds)", "", "")

@@ -158,9 +158,8 @@ def _reply(model: Any) -> Reply:
         model = model._script
     if isinstance(model, Sequence):
         return _by_turn(model)
-    complete = getattr(model, "complete", None)
-    if complete is not None:
-        return by_turn_once(complete)
+    if getattr(model, "complete", None) is not None:
+        return by_turn_once(model)
     if callable(model):
         return model  # type: ignore[no-any-return]
     raise TypeError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 __all__ = ["TraceTools", "by_turn_once", "from_trace", "turn_of"]
 
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,18 @@ def turn_of(request: ModelRequest) -> int:
     return sum(type(m) is AssistantMessage for m in request.messages)
 
 
-def by_turn_once(
-    complete: Callable[[ModelRequest], ModelResponse],
-) -> Callable[[ModelRequest], ModelResponse]:
-    """`complete`, asked at most once per turn: its reply kept and given again for that turn."""
-    replies: dict[int, ModelResponse] = {}
+_LEARNED: weakref.WeakKeyDictionary[object, dict[int, ModelResponse]] = weakref.WeakKeyDictionary()
+"""The replies each client gave, by turn, for as long as the client lives: a simulation run
+again (a replay, a shrink, a benchmark's repeat) asks it nothing it has answered."""
+
+
+def by_turn_once(client: Any) -> Callable[[ModelRequest], ModelResponse]:
+    """`client.complete`, asked at most once per turn: its reply kept and given again."""
+    complete: Callable[[ModelRequest], ModelResponse] = client.complete
+    try:
+        replies = _LEARNED.setdefault(client, {})
+    except TypeError:  # a client that cannot be referred to weakly: kept for this call only
+        replies = {}
 
     def reply(request: ModelRequest) -> ModelResponse:
         turn = turn_of(request)
@@ -70,7 +78,7 @@ def from_trace(
     client = client_for(trace)
     assert trace.loop is not None  # spec_for has checked it
     return (
-        by_turn_once(client.complete),
+        by_turn_once(client),
         TraceTools(trace.loop, spec.tools),
         spec,
         prompt_for(trace),
