@@ -176,8 +176,8 @@ class World:
         self._hand_out(session, commands)
         stale = set(session.stale({key for _, _, key, _ in self._pending}))
         if stale:
-            self._pending = [p for p in self._pending if p[2] not in stale]
-            heapq.heapify(self._pending)
+            self._pending[:] = [p for p in self._pending if p[2] not in stale]  # in place:
+            heapq.heapify(self._pending)  # the driving loop holds the list
 
     def _hand_out(self, session: Session, commands: list[Any]) -> None:
         work = session.hand_out(commands, approving=True)

@@ -160,3 +160,10 @@ def test_approvals_come_late_or_are_denied_and_the_run_goes_on() -> None:
     answers = {type(e) for r in report.runs for e in r.events if type(e) in (Approved, Denied)}
     assert report.ok and answers == {Approved, Denied}
     assert max(r.time for r in report.runs) > 600  # an hour late, outside the deadline
+
+
+def test_work_handed_out_after_a_hung_call_went_stale_still_comes_back() -> None:
+    faults = Faults.only(tool_hang=1.0, model_retryable=0.5)
+    report = _demo(seeds=20, faults=faults, keep_going=True, shrink=False)
+    assert report.ok, str(report)
+    assert StopReason.deadline in {r.stop_reason for r in report.runs}
