@@ -11,10 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
-from turnstile.core import StopReason, ToolReturned, ToolStarted, tool
+from turnstile.core import (
+    Approved,
+    Denied,
+    LoopSpec,
+    StopReason,
+    Tool,
+    ToolReturned,
+    ToolStarted,
+    tool,
+)
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
 from turnstile.executors import Journal
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
-from turnstile.executors.testing import Fault, FaultKind, Faults, simulate
+from turnstile.executors.testing import Fault, FaultKind, Faults, SimulationReport, simulate
 
 
 def _journal(events: tuple[object, ...], path: Path) -> bytes:
@@ -62,6 +72,15 @@ def test_virtual_time_passes_without_sleeping(monkeypatch: pytest.MonkeyPatch) -
     assert report.runs[0].time > 10  # slow tools: seconds of virtual time
 
 
+def _one_call(fn: Tool, arguments: dict[str, object], **options: object) -> SimulationReport:
+    """A run of one call of `fn`, then the model's answer."""
+    replies = [
+        ModelResponse([ToolCall("c1", fn.name, arguments)], ModelStop.tool_use),
+        ModelResponse([Text("done")], ModelStop.end_turn),
+    ]
+    return simulate(LoopSpec(), "go", model=replies, tools=[fn], **options)  # type: ignore[arg-type]
+
+
 def test_a_crash_resumes_from_the_journal_and_runs_no_call_twice_that_is_not_replay_safe() -> None:
     ran: list[str] = []
 
@@ -71,32 +90,11 @@ def test_a_crash_resumes_from_the_journal_and_runs_no_call_twice_that_is_not_rep
         ran.append(str(order))
         return "charged"
 
-    from turnstile.core import LoopSpec
-    from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
-
-    replies = [
-        ModelResponse([ToolCall("c1", "charge", {"order": 1})], ModelStop.tool_use),
-        ModelResponse([Text("done")], ModelStop.end_turn),
-    ]
-    report = simulate(
-        LoopSpec(),
-        "charge it",
-        model=replies,
-        tools=[charge],
-        seeds=[0],
-        faults=Faults.none(),
-        reset=ran.clear,
+    calm = _one_call(charge, {"order": 1}, seeds=[0], faults=Faults.none(), reset=ran.clear)
+    assert calm.ok and calm.runs[0].crashes == 0
+    crashed = _one_call(
+        charge, {"order": 1}, seeds=[0], faults=Faults.only(crash=0.5), reset=ran.clear
     )
-    crashed = simulate(
-        LoopSpec(),
-        "charge it",
-        model=replies,
-        tools=[charge],
-        seeds=[0],
-        faults=Faults.only(crash=0.5),
-        reset=ran.clear,
-    )
-    assert report.ok and report.runs[0].crashes == 0
     run = crashed.runs[0]
     assert crashed.ok and run.crashes > 0 and len(ran) <= 1
     assert run.stop_reason is StopReason.completed
@@ -137,26 +135,13 @@ def test_model_failures_retry_after_their_wait_or_end_the_run() -> None:
 
 
 def test_approvals_come_late_or_are_denied_and_the_run_goes_on() -> None:
-    from turnstile.core import Approved, Denied, LoopSpec
-    from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
-
     @tool(needs_approval=True)
     def refund(order: int) -> str:
         """Refund an order."""
         return "refunded"
 
-    replies = [
-        ModelResponse([ToolCall("c1", "refund", {"order": 1})], ModelStop.tool_use),
-        ModelResponse([Text("done")], ModelStop.end_turn),
-    ]
-    report = simulate(
-        LoopSpec(),
-        "refund it",
-        model=replies,
-        tools=[refund],
-        seeds=20,
-        faults=Faults.only(approval_late=0.5, approval_denied=0.5),
-    )
+    faults = Faults.only(approval_late=0.5, approval_denied=0.5)
+    report = _one_call(refund, {"order": 1}, seeds=20, faults=faults)
     answers = {type(e) for r in report.runs for e in r.events if type(e) in (Approved, Denied)}
     assert report.ok and answers == {Approved, Denied}
     assert max(r.time for r in report.runs) > 600  # an hour late, outside the deadline
