@@ -30,6 +30,20 @@ class FaultKind(enum.StrEnum):
     """The model call fails for good (a 400, an invalid key)."""
     model_malformed = "model_malformed"
     """The model's client hands back something that is not a reply (its bug)."""
+    wire_429 = "wire_429"
+    """Under a trace's real SDK client: a 429 with a `retry-after`."""
+    wire_5xx = "wire_5xx"
+    """Under a trace's real SDK client: a 500, 503 or 529."""
+    wire_quota = "wire_quota"
+    """Under a trace's real SDK client: a 429 saying the quota is spent (final)."""
+    wire_reset = "wire_reset"
+    """Under a trace's real SDK client: the connection reset mid-body."""
+    wire_cut = "wire_cut"
+    """Under a trace's real SDK client: the stream cut mid-event."""
+    wire_malformed = "wire_malformed"
+    """Under a trace's real SDK client: a body or an event that is not JSON."""
+    wire_timeout = "wire_timeout"
+    """Under a trace's real SDK client: the read times out."""
     approval_late = "approval_late"
     """The person answers an approval an hour later."""
     approval_denied = "approval_denied"
@@ -54,7 +68,8 @@ _SITES = {
 
 class Faults(msgspec.Struct, frozen=True, kw_only=True):
     """How often each fault strikes, as a chance per site (each tool call, model call, approval,
-    journal write, round of two or more tool calls); 0 switches a kind off. The chances of one
+    journal write, round of two or more tool calls; the `wire_` kinds at each model call of a
+    trace, through its real SDK client); 0 switches a kind off. The chances of one
     site's kinds add up to at most 1. `Faults.none()` is a world where nothing goes wrong."""
 
     tool_raise: float = 0.05
@@ -64,6 +79,13 @@ class Faults(msgspec.Struct, frozen=True, kw_only=True):
     model_retryable: float = 0.05
     model_final: float = 0.01
     model_malformed: float = 0.01
+    wire_429: float = 0.02
+    wire_5xx: float = 0.02
+    wire_quota: float = 0.005
+    wire_reset: float = 0.01
+    wire_cut: float = 0.01
+    wire_malformed: float = 0.005
+    wire_timeout: float = 0.01
     approval_late: float = 0.1
     approval_denied: float = 0.1
     crash: float = 0.03

@@ -326,8 +326,9 @@ def _planned(
         model = spec.model if model is None else model
         tools = spec.tools if tools == () else tools
         spec = spec.spec
+    wire = None
     if _is_trace(model):
-        model, traced, traced_spec, traced_prompt = from_trace(model)
+        model, traced, traced_spec, traced_prompt, wire = from_trace(model)
         tools = traced if tools == () else tools
         spec = traced_spec if spec is None else spec
         prompt = traced_prompt if prompt is None else prompt
@@ -351,6 +352,7 @@ def _planned(
         finals=finals(expect) if checks else [],
         tool_timeout=tool_timeout,
         max_time=max_time,
+        wire=wire,
     )
     return _Plan(setup, Faults() if faults is None else faults, reset, target)
 

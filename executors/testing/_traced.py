@@ -59,27 +59,22 @@ class TraceTools:
         return ToolOutcome(output["content"], output.get("is_error", False))
 
 
-def from_trace(
-    trace: Any,
-) -> tuple[Callable[[ModelRequest], ModelResponse], TraceTools, Any, Any]:
+def from_trace(trace: Any) -> tuple[Callable[[ModelRequest], ModelResponse], Any, Any, Any, Any]:
     """A trace's model (its client over the replayed SDK, asked once per turn), its tools, its
-    spec and its prompt."""
-    from turnstile.providers.replay import (
-        Trace,
-        client_for,
-        load_trace,
-        prompt_for,
-        spec_for,
-    )
+    spec, its prompt, and the client with its `FaultyTransport` (for faults at the wire)."""
+    from turnstile.providers.replay import Trace, load_trace, prompt_for, spec_for
+
+    from ._wirefaults import traced_client
 
     if not isinstance(trace, Trace):
         trace = load_trace(Path(trace))
     spec = spec_for(trace)
-    client = client_for(trace)
+    client, transport = traced_client(trace)
     assert trace.loop is not None  # spec_for has checked it
     return (
         by_turn_once(client),
         TraceTools(trace.loop, spec.tools),
         spec,
         prompt_for(trace),
+        (client.complete, transport),
     )

@@ -88,6 +88,8 @@ class Setup:
     finals: Sequence[Check]
     tool_timeout: float | None
     max_time: float
+    wire: tuple[Callable[[ModelRequest], ModelResponse], Any] | None = None
+    """A trace's client and its `FaultyTransport`: where the wire's faults strike."""
 
 
 @dataclass
@@ -224,8 +226,14 @@ class World:
             return at, lambda now: ModelReplied(cid, bad, now=now)
         session.calling(command)
         turn = sum(type(m) is AssistantMessage for m in command.request.messages)
+        reply = self.setup.reply
+        if self.setup.wire is not None:
+            complete, transport = self.setup.wire
+            wire, w = self.schedule.draw("wire")
+            if wire is not None:  # the SDK client meets it, and fails as it would live
+                transport.armed, reply = (wire, w), complete
         try:
-            response = self.setup.reply(command.request)
+            response = reply(command.request)
         except Exception as e:  # as an executor does: the call failed, the run goes on
             failed = e
             return at, lambda now: model_failed(cid, failed, now)
