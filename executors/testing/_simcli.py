@@ -14,7 +14,7 @@ from typing import Any
 
 from turnstile.executors._agent import Agent
 
-from ._faults import Faults
+from ._faults import FaultKind, Faults
 from ._simulate import simulate
 
 
@@ -52,6 +52,14 @@ def _simulate(args: argparse.Namespace) -> int:
         options["prompt"] = args.prompt
     if args.no_faults:
         options["faults"] = Faults.none()
+    elif args.only:
+        try:
+            kinds = [FaultKind(k.strip()) for k in args.only.split(",")]
+        except ValueError as e:
+            print(f"turnstile: {e}; the kinds: {', '.join(FaultKind)}", file=sys.stderr)
+            return 2
+        given = options.get("faults") or Faults()
+        options["faults"] = Faults.only(**{k.value: getattr(given, k.value) for k in kinds})
     if "prompt" not in options:
         print(f"turnstile: {args.target} needs a prompt: give one after it", file=sys.stderr)
         return 2
@@ -83,6 +91,11 @@ def add_simulate(sub: Any) -> None:
     sim.add_argument("--seeds", type=int, default=100, metavar="N", help="how many (default 100)")
     sim.add_argument("--first-seed", type=int, default=0, metavar="N", help="from (default 0)")
     sim.add_argument("--no-faults", action="store_true", help="no fault: the scheduler alone")
+    sim.add_argument(
+        "--only",
+        metavar="KIND,...",
+        help="only these faults (crash,tool_hang...), at their weights",
+    )
     sim.add_argument(
         "--keep-going", action="store_true", help="run every seed, past the first violation"
     )

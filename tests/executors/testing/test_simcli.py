@@ -45,3 +45,11 @@ def test_an_agent_that_keeps_its_promises_exits_0(
     assert main(["simulate", "weather_sim:agent", "--seeds", "5"]) == 2
     assert "needs a prompt" in capsys.readouterr().err
     assert main(["simulate", "weather_sim:nothing"]) == 2
+
+
+def test_only_some_kinds_of_fault_strike(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (folder / "bank.py").write_text(source("replay_safe", fixed=True))
+    assert main(["simulate", "bank:simulation", "--seeds", "40", "--only", "crash"]) == 0
+    assert "faults struck: crash " in capsys.readouterr().out
+    assert main(["simulate", "bank:simulation", "--only", "crash,meteor"]) == 2
+    assert "'meteor' is not a valid FaultKind" in capsys.readouterr().err
