@@ -168,20 +168,14 @@ def _reply(model: Any) -> Reply:
     )
 
 
-@dataclass(frozen=True)
-class _Recorded:
+def _recorded(replies: Mapping[int, ModelResponse], model: Reply) -> Reply:
     """The replies a regression file recorded, by turn; the model's own past them."""
 
-    replies: Mapping[int, ModelResponse]
-    fallback: Reply | None
+    def reply(request: ModelRequest) -> ModelResponse:
+        recorded = replies.get(turn_of(request))
+        return model(request) if recorded is None else recorded
 
-    def __call__(self, request: ModelRequest) -> ModelResponse:
-        turn = turn_of(request)
-        if turn in self.replies:
-            return self.replies[turn]
-        if self.fallback is None:
-            raise ModelError(f"no reply recorded for turn {turn}", retryable=False)
-        return self.fallback(request)
+    return reply
 
 
 @dataclass(frozen=True)
@@ -321,6 +315,7 @@ def _planned(
     max_time: float = MAX_TIME_S,
     checks: bool = True,
     target: str | None = None,
+    recorded: Mapping[int, ModelResponse] | None = None,
 ) -> _Plan:
     if isinstance(spec, Agent):
         model = spec.model if model is None else model
@@ -341,10 +336,11 @@ def _planned(
     if prompt is None:
         raise ValueError("simulate() needs the prompt the agent is run with")
     runner = as_runner(tools)
+    reply = _reply(model)
     setup = Setup(
         spec=spec,
         prompt=prompt,
-        reply=model if isinstance(model, _Recorded) else _reply(model),
+        reply=reply if recorded is None else _recorded(recorded, reply),
         specs=tuple(runner.specs),
         run_call=caller(runner, deps),
         approve=approve,
@@ -368,11 +364,8 @@ def replayed(
     any invariant breaks. A regression test: it fails until the bug is fixed."""
     if not isinstance(violation, Violation):
         violation = Violation.load(violation)
-    given = options.pop("model", None)
-    if isinstance(spec, Agent) and given is None:
-        given = spec.model
-    options["model"] = _Recorded(violation.replies, None if given is None else _reply(given))
-    outcome = _planned(spec, prompt, **options).run(violation.seed, violation.faults)
+    plan = _planned(spec, prompt, recorded=violation.replies, **options)
+    outcome = plan.run(violation.seed, violation.faults)
     if outcome.violation is not None:
         raise SimulationFailed(outcome.violation)
     return outcome

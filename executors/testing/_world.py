@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 RESTART_S = 5.0
 """How long a crashed process takes to come back, in virtual seconds."""
+MAX_CRASHES = 20
+"""A seed's run crashes at most this often: even `Faults(crash=1.0)` ends."""
 GARBAGE = "\x00\ufffd{]garbage;\x7f"
 """What a tool returns when `tool_garbage` strikes."""
 
@@ -59,10 +61,12 @@ class MemoryJournal:
 
     def __init__(self, schedule: Schedule) -> None:
         self.events: list[Event] = []
+        self.crashes = 0
         self._schedule = schedule
 
     def append(self, event: Event) -> None:
-        if self._schedule.draw("write")[0] is FaultKind.crash:
+        if self._schedule.draw("write")[0] is FaultKind.crash and self.crashes < MAX_CRASHES:
+            self.crashes += 1
             raise Crash
         self.events.append(event)
 

@@ -58,3 +58,17 @@ def test_a_model_client_is_asked_once_per_turn_for_every_seed() -> None:
     client = Client()
     report = simulate(demo_spec(), PROMPT, model=client, tools=[get_weather], seeds=20)
     assert report.ok and len(client.scripted.requests) == 2
+
+
+def test_a_violation_of_a_traced_run_replays_from_its_trace() -> None:
+    from turnstile.core import LoopState, StopReason
+    from turnstile.executors.testing import SimulationFailed, replayed
+
+    def one_turn(state: LoopState) -> bool:
+        return state.turns < 2
+
+    trace = "fixtures/anthropic/weather.json"
+    [found] = simulate(None, model=trace, seeds=5, invariants=[one_turn]).violations
+    with pytest.raises(SimulationFailed, match="one_turn broke"):
+        replayed(found, None, model=trace, invariants=[one_turn])
+    assert replayed(found, None, model=trace).stop_reason is StopReason.completed

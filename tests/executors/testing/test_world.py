@@ -152,3 +152,8 @@ def test_work_handed_out_after_a_hung_call_went_stale_still_comes_back() -> None
     report = _demo(seeds=20, faults=faults, keep_going=True, shrink=False)
     assert report.ok, str(report)
     assert StopReason.deadline in {r.stop_reason for r in report.runs}
+
+
+def test_a_run_that_crashes_at_every_write_still_ends() -> None:
+    report = _demo(seeds=[0], faults=Faults.only(crash=1.0))
+    assert report.ok and report.runs[0].crashes == 20
