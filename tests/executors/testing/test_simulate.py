@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 import pytest
 from turnstile.executors.testing import Faults, Violation, simulate
@@ -11,6 +12,8 @@ from turnstile.executors.testing import Faults, Violation, simulate
 from .planted import BUGS, source
 
 pytest_plugins = ["pytester"]
+
+FIXTURES = Path(__file__).parents[3] / "fixtures"
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
@@ -39,9 +42,9 @@ def test_a_planted_bug_is_found_shrunk_and_kept_as_a_test_that_fails_until_fixed
 def test_a_recorded_trace_is_the_model_its_spec_prompt_and_tool_outputs_too() -> None:
     from turnstile.core import StopReason
 
-    report = simulate(None, model="fixtures/anthropic/weather.json", seeds=30, keep_going=True)
+    report = simulate(None, model=FIXTURES / "anthropic/weather.json", seeds=30, keep_going=True)
     assert report.ok, str(report)
-    calm = simulate(None, model="fixtures/anthropic/weather.json", seeds=3, faults=Faults.none())
+    calm = simulate(None, model=FIXTURES / "anthropic/weather.json", seeds=3, faults=Faults.none())
     assert {r.stop_reason for r in calm.runs} == {StopReason.completed}
 
 
@@ -67,8 +70,22 @@ def test_a_violation_of_a_traced_run_replays_from_its_trace() -> None:
     def one_turn(state: LoopState) -> bool:
         return state.turns < 2
 
-    trace = "fixtures/anthropic/weather.json"
+    trace = FIXTURES / "anthropic/weather.json"
     [found] = simulate(None, model=trace, seeds=5, invariants=[one_turn]).violations
     with pytest.raises(SimulationFailed, match="one_turn broke"):
         replayed(found, None, model=trace, invariants=[one_turn])
     assert replayed(found, None, model=trace).stop_reason is StopReason.completed
+
+
+def test_a_regression_file_without_a_target_fails_saying_so(pytester: pytest.Pytester) -> None:
+    from turnstile.core import LoopState
+
+    def never(state: LoopState) -> bool:
+        return False
+
+    trace = FIXTURES / "anthropic/weather.json"
+    [found] = simulate(None, model=trace, seeds=1, invariants=[never]).violations
+    found.save(pytester.path / "test_untargeted.simulation.json")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*names no target (module:name): it cannot be replayed*"])

@@ -3,6 +3,8 @@ a cut stream, malformed JSON or a timeout, and the loop sees the failure it woul
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from turnstile.core import ModelFailed
 from turnstile.executors.testing import Faults, simulate
@@ -17,13 +19,17 @@ SEEN = {
     "wire_timeout": ("timeout", True),
 }
 
+FIXTURES = Path(__file__).parents[3] / "fixtures"
+
 
 @pytest.mark.parametrize("kind", sorted(SEEN))
 @pytest.mark.parametrize(
-    "trace", ["fixtures/anthropic/weather.stream.json", "fixtures/openai-chat/weather.json"]
+    "trace",
+    [FIXTURES / "anthropic/weather.stream.json", FIXTURES / "openai-chat/weather.json"],
+    ids=["anthropic-stream", "openai-chat"],
 )
 def test_a_fault_at_the_wire_fails_the_call_as_the_sdk_client_reports_it(
-    kind: str, trace: str
+    kind: str, trace: Path
 ) -> None:
     report = simulate(None, model=trace, seeds=[0], faults=Faults.only(**{kind: 1.0}))
     assert report.ok, str(report)
@@ -40,5 +46,5 @@ def test_a_fault_at_the_wire_fails_the_call_as_the_sdk_client_reports_it(
 
 def test_the_recorded_exchanges_outlive_the_faults() -> None:
     faults = Faults.only(wire_429=0.3, wire_reset=0.3)
-    report = simulate(None, model="fixtures/openai-chat/weather.json", seeds=20, faults=faults)
+    report = simulate(None, model=FIXTURES / "openai-chat/weather.json", seeds=20, faults=faults)
     assert report.ok and "completed" in {r.stop_reason for r in report.runs}
