@@ -22,6 +22,7 @@ from . import (
     longrun,
     peers,
     providers,
+    simulate,
     temporal,
     tracing,
     view,
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += longrun.rows(sizes, times)
     rows += temporal.rows(sizes, times)
     rows += view.rows(sizes, times)
+    rows += simulate.rows(sizes, times)
     if args.quick:
         rows.append(
             ("peers", "", "skipped in --quick (importing them alone takes seconds)", "", "")

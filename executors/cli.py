@@ -441,6 +441,9 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("trace")
     replay.set_defaults(fn=_replay)
     add_fork(sub, UsageError)
+    from .testing._simcli import add_simulate
+
+    add_simulate(sub)
     return p
 
 

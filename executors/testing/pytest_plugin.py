@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -63,6 +64,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER)
     config.stash[_RECORDED] = []
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A regression file a simulation wrote (`*.simulation.json`) is a test: its seed replayed
+    under its faults (`turnstile.executors.testing.simulate`)."""
+    if file_path.name.endswith(".simulation.json"):
+        from ._regression import SimulationFile
+
+        return SimulationFile.from_parent(parent, path=file_path)
+    return None
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
