@@ -424,8 +424,8 @@ def forked(
     fork changes it."""
     if isinstance(loop, Fork):
         recorded = loop.recorded
-    elif journal is not None and journal.header is not None:
-        recorded = Recorded.of_journal(journal, spec)
+    elif journal is not None and getattr(journal, "header", None) is not None:
+        recorded = Recorded.of_journal(journal, spec)  # (a journal of one's own has no header)
     else:
         return None, spec
     return recorded, recorded.change.spec(spec)
