@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from turnstile.core import Event, LoopSpec, Price, tool
+from turnstile.core import Event, Loop, LoopSpec, Price, tool
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
-from turnstile.executors import ScriptedModel, divergence, sync
+from turnstile.executors import ScriptedModel, divergence, fork, sync
 
 
 def calls(*calls: ToolCall) -> ModelResponse:
@@ -95,3 +95,22 @@ def test_different_prompts_diverge_at_step_zero() -> None:
     b[0] = type(a[0])(messages=[UserMessage("Snow?")], now=a[0].now, tools=a[0].tools)
     found = divergence(a, b)
     assert found.first == 0 and found.why.startswith("the prompts differ")
+
+
+def test_a_fork_with_one_changed_result_diverges_first_at_that_step() -> None:
+    parent = weather_run(20)
+    loop = Loop.replay(LoopSpec(models=("m",)), parent)
+    ran: list[str] = []
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        ran.append(city)
+        return f"20 C in {city}"
+
+    branch = fork(loop, results={"b1": "hail in Rome"})
+    script = ScriptedModel([text("Hail in Rome.")])
+    run = sync.run(LoopSpec(models=("m",)), loop=branch, model=script, tools=[weather])
+    found = divergence(parent, run.state.events)
+    assert found.first == 2 and found.why.startswith("weather returned something else")
+    assert ran == []  # the calls before the change were served from the parent's log
