@@ -8,7 +8,15 @@ __all__ = ["finals", "step_checks"]
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from turnstile.core import InvalidHistory, Loop, LoopState, StopReason, TurnstileError
+from turnstile.core import (
+    InvalidHistory,
+    Loop,
+    LoopState,
+    ModelReplied,
+    Started,
+    StopReason,
+    TurnstileError,
+)
 from turnstile.core.messages import AssistantMessage, ToolCall, ToolResults, validate_history
 from turnstile.executors._run import Run
 from turnstile.executors._session import Session
@@ -63,7 +71,26 @@ def _budgets(world: World, session: Session) -> Broken:
     deadline = loop.next_deadline()
     if deadline is not None and world.now > deadline + DEADLINE_GRACE_S:
         return "budgets", f"still running at {world.now:g} s, past the deadline at {deadline:g} s"
+    if _replies_past_budget(loop) > 1:  # 1: the final answer's call
+        return "budgets", f"the model was asked again past max_cost={guards.max_cost:g}"
     return None
+
+
+def _replies_past_budget(loop: Loop) -> int:
+    """How many replies of the current run came once its cost had reached `Guards.max_cost`
+    (each priced as the loop prices it: by the model that answered)."""
+    budget, prices = loop.spec.guards.max_cost, loop.spec.prices
+    if budget is None:
+        return 0
+    spent, past = 0.0, 0
+    for event in loop.state.events:
+        if type(event) is Started:
+            spent, past = 0.0, 0
+        elif type(event) is ModelReplied:
+            past += spent >= budget
+            price = prices.get(event.model) if event.model is not None else None
+            spent += 0.0 if price is None else price.of(event.response.usage)
+    return past
 
 
 def _answered(world: World, session: Session) -> Broken:

@@ -3,11 +3,14 @@ break with their names; the built-in ones hold under every fault the demo meets.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
-from turnstile.core import LoopState, StopReason
-from turnstile.executors import Run
+from turnstile.core import Guards, Loop, LoopState, Price, StopReason
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
+from turnstile.executors import Run, ScriptedModel, sync
 from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
 from turnstile.executors.testing import Faults, SimulationFailed, simulate
+from turnstile.executors.testing._invariants import _replies_past_budget
 
 
 def _demo(**options: object):  # type: ignore[no-untyped-def]
@@ -48,3 +51,22 @@ def test_an_unexpected_stop_reason_breaks_the_expected_outcome() -> None:
 def test_checks_off_is_the_baseline_that_checks_nothing() -> None:
     report = _demo(seeds=3, faults=Faults.none(), checks=False, invariants=[lambda s: False])
     assert report.ok and len(report.runs) == 3
+
+
+def test_the_cost_budget_allows_one_reply_past_it_the_final_answer() -> None:
+    asks = [
+        ModelResponse([ToolCall(f"c{i}", "get_weather", {"city": "北京"})], ModelStop.tool_use)
+        for i in range(2)
+    ]
+    script = [*asks, ModelResponse([Text("晴")], ModelStop.end_turn, Usage(10, 5))]
+    spec = msgspec.structs.replace(
+        demo_spec(), models=("m",), prices={"m": Price(input=1e4, output=1e4)}
+    )
+    priced = [msgspec.structs.replace(r, usage=Usage(10, 5)) for r in script]
+    spent = sync.run(spec, PROMPT, model=ScriptedModel(priced), tools=[get_weather]).state
+    assert spent.turns == 3 and spent.cost > 0
+    assert _replies_past_budget(Loop(spec, spent)) == 0
+    budget = msgspec.structs.replace(spec, guards=Guards(max_cost=spent.cost / 100))
+    assert _replies_past_budget(Loop(budget, spent)) == 2  # a run that ignored it: caught
+    report = simulate(budget, PROMPT, model=ScriptedModel(priced), tools=[get_weather], seeds=20)
+    assert report.ok, str(report)  # the loop itself stops in time, whatever the faults
