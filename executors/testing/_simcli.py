@@ -65,7 +65,15 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     spec = options.pop("spec")
-    report = simulate(spec, seeds=seeds, keep_going=args.keep_going, target=args.target, **options)
+    if args.live:
+        options["live"] = True
+    try:
+        report = simulate(
+            spec, seeds=seeds, keep_going=args.keep_going, target=args.target, **options
+        )
+    except TypeError as e:
+        print(f"turnstile: cannot simulate {args.target}: {e}", file=sys.stderr)
+        return 2
     print(report)
     folder = Path(args.regressions)
     for v in report.violations:
@@ -98,6 +106,9 @@ def add_simulate(sub: Any) -> None:
     )
     sim.add_argument(
         "--keep-going", action="store_true", help="run every seed, past the first violation"
+    )
+    sim.add_argument(
+        "--live", action="store_true", help="an agent's model string is called, live (costs)"
     )
     sim.add_argument(
         "--regressions",

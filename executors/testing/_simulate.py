@@ -264,7 +264,8 @@ def simulate(
     its reply kept for every seed: a client over a replayed trace serves each exchange once),
     or a recorded trace (a `Trace` or its path: its spec, prompt and tool outputs by call id
     too, where `spec`, `prompt`, `tools` are not given); an `Agent` brings its own, and its
-    `tools`. `reset` runs before each seed (and each replay), to give the
+    `tools`. A model string (`"openai:gpt-4.1"`) is a live model, called only with `live=True`
+    (once a turn, as a `ModelClient`). `reset` runs before each seed (and each replay), to give the
     tools a fresh world; `deps` reaches the tools that ask for a `ToolContext`. `approve`
     answers approvals (default: yes). `tool_timeout` ends calls that run longer, as the async
     executor does (a tool's own `timeout_s` first).
@@ -316,6 +317,7 @@ def _planned(
     checks: bool = True,
     target: str | None = None,
     recorded: Mapping[int, ModelResponse] | None = None,
+    live: bool = False,
 ) -> _Plan:
     if isinstance(spec, Agent):
         model = spec.model if model is None else model
@@ -330,9 +332,15 @@ def _planned(
     if spec is None:
         raise ValueError("simulate() needs a spec, an Agent, or a trace as the model")
     if isinstance(model, str):
-        raise TypeError(
-            "simulate() never calls a live model: give a ScriptedModel, replies, or a function"
-        )
+        if not live:
+            raise TypeError(
+                f"{model!r} is a live model, which simulate() calls only when told to "
+                "(live=True, --live: each turn is asked once, which costs money and needs the "
+                "provider's key); or give a ScriptedModel, replies, a function or a trace"
+            )
+        from turnstile.providers import model_client  # (only a live run needs the SDKs)
+
+        model = model_client(model)
     if prompt is None:
         raise ValueError("simulate() needs the prompt the agent is run with")
     runner = as_runner(tools)

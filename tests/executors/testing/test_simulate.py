@@ -89,3 +89,24 @@ def test_a_regression_file_without_a_target_fails_saying_so(pytester: pytest.Pyt
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*names no target (module:name): it cannot be replayed*"])
+
+
+def test_a_model_string_is_a_live_model_called_only_when_told_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import turnstile.providers
+    from turnstile.executors._demo import PROMPT, demo_model, demo_spec, get_weather
+
+    with pytest.raises(TypeError, match="live=True"):
+        simulate(demo_spec(), PROMPT, model="openai:gpt-4.1", tools=[get_weather], seeds=1)
+    built: list[str] = []
+
+    def offline(model: str) -> object:  # what model_client would build, without the network
+        built.append(model)
+        return demo_model()
+
+    monkeypatch.setattr(turnstile.providers, "model_client", offline)
+    report = simulate(
+        demo_spec(), PROMPT, model="openai:gpt-4.1", tools=[get_weather], seeds=3, live=True
+    )
+    assert report.ok and built == ["openai:gpt-4.1"]
