@@ -452,6 +452,37 @@ def replay_client(
     return offline_sdk(trace.provider, ahttp, cloud), atransport
 
 
+_OFFLINE: dict[str, tuple[str, dict[str, Any]]] = {  # the SDK's client class and its arguments
+    "anthropic": (
+        "Anthropic",
+        {"api_key": _REPLAY_KEY, "base_url": _REPLAY_HOST, "open_telemetry": False},
+    ),
+    "openai": ("OpenAI", {"api_key": _REPLAY_KEY, "base_url": f"{_REPLAY_HOST}/v1"}),
+    "bedrock": (
+        "AnthropicBedrock",
+        {
+            "aws_region": "us-east-1",
+            "aws_access_key": "AKIAREPLAYNOTASECRET",
+            "aws_secret_key": _REPLAY_KEY,
+            "base_url": _REPLAY_HOST,
+        },
+    ),
+    "vertex": (
+        "AnthropicVertex",
+        {
+            "region": "us-east5",
+            "project_id": "replay",
+            "access_token": _REPLAY_KEY,
+            "base_url": f"{_REPLAY_HOST}/v1",
+        },
+    ),
+    "azure": (
+        "AzureOpenAI",
+        {"api_key": _REPLAY_KEY, "api_version": "2024-10-21", "azure_endpoint": _REPLAY_HOST},
+    ),
+}
+
+
 def offline_sdk(
     provider: str, http: httpx2.Client | httpx2.AsyncClient, cloud: Cloud | None = None
 ) -> Any:
@@ -464,43 +495,6 @@ def offline_sdk(
     sdk: Any = required(name, name, needed_by=f"a trace of {provider}")
     if cloud is not None and (cloud == "azure") is (provider == "anthropic"):
         raise TraceError(f"a trace of {provider} cannot be on {cloud}")
-    if cloud == "bedrock":
-        cls = sdk.AsyncAnthropicBedrock if is_async else sdk.AnthropicBedrock
-        return cls(
-            aws_region="us-east-1",
-            aws_access_key="AKIAREPLAYNOTASECRET",
-            aws_secret_key=_REPLAY_KEY,
-            base_url=_REPLAY_HOST,
-            http_client=http,
-            max_retries=0,
-        )
-    if cloud == "vertex":
-        cls = sdk.AsyncAnthropicVertex if is_async else sdk.AnthropicVertex
-        return cls(
-            region="us-east5",
-            project_id="replay",
-            access_token=_REPLAY_KEY,
-            base_url=f"{_REPLAY_HOST}/v1",
-            http_client=http,
-            max_retries=0,
-        )
-    if cloud == "azure":
-        cls = sdk.AsyncAzureOpenAI if is_async else sdk.AzureOpenAI
-        return cls(
-            api_key=_REPLAY_KEY,
-            api_version="2024-10-21",
-            azure_endpoint=_REPLAY_HOST,
-            http_client=http,
-            max_retries=0,
-        )
-    if provider == "anthropic":
-        cls = sdk.AsyncAnthropic if is_async else sdk.Anthropic
-        return cls(
-            api_key=_REPLAY_KEY,
-            base_url=_REPLAY_HOST,
-            http_client=http,
-            max_retries=0,
-            open_telemetry=False,
-        )
-    cls = sdk.AsyncOpenAI if is_async else sdk.OpenAI
-    return cls(api_key=_REPLAY_KEY, base_url=f"{_REPLAY_HOST}/v1", http_client=http, max_retries=0)
+    kind, options = _OFFLINE[cloud or name]
+    cls = getattr(sdk, f"Async{kind}" if is_async else kind)
+    return cls(**options, http_client=http, max_retries=0)
