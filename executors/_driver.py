@@ -63,9 +63,11 @@ class Driver:
         self.inbox = Inbox(self.group.event)
         self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
-        self.rearm: Any = None  # an event set to make the alarm read the deadline again
+        self.rearm: Callable[[], object] | None = None  # makes the alarm read the deadline again
+        self.timer: asyncio.TimerHandle | None = None  # asyncio: the alarm, a timer of the loop's
+        self.failed: BaseException | None = None  # asyncio: what stepping the loop raised there
         self.inline_key: str | None = None  # the work this task awaits itself, if any
-        self.inline_scope: anyio.CancelScope  # ...and the scope `driven` awaits it in
+        self.inline_scope: Any  # ...and the scope `driven` awaits it in (`Tasks.scope`)
         self.complete = model_caller(model, session)
 
     async def model_call(self, command: CallModel) -> Observation:
@@ -102,6 +104,8 @@ class Driver:
                 obs = await work()
                 if self.inline_key != key:
                     return False  # the alarm gave up on it as it came back
+                if self.failed is not None:
+                    raise self.failed
                 self.inline_key = None
                 step(obs)
                 continue
@@ -111,6 +115,8 @@ class Driver:
             if not tasks:
                 return True
             got = await inbox.get()
+            if self.failed is not None:
+                raise self.failed
             if got is not None and got[0] in tasks:
                 if got[1] is None:
                     return True
@@ -137,7 +143,7 @@ class Driver:
             self.launch.append((handed.id, self.work(handed)))
         self.abandon_stale()
         if self.rearm is not None and session.alarm_moved():
-            self.rearm.set()
+            self.rearm()
 
     def work(self, command: CallModel | RunTool | AwaitApproval) -> Work:
         """What carrying out `command` takes, not yet begun."""
@@ -165,13 +171,14 @@ class Driver:
             self.inline_scope.cancel()
 
     async def alarm(self) -> None:
-        """Wake the loop when its deadline is due, even while every task is still busy. The
-        deadline moves as the run goes (time spent waiting only for a person does not count),
-        so `step` re-arms this when it does; the session says when a `Tick` goes out."""
+        """trio: wake the loop when its deadline is due, even while every task is still busy.
+        The deadline moves as the run goes (time spent waiting only for a person does not
+        count), so `step` re-arms this when it does; the session says when a `Tick` goes out."""
         session = self.session
         while True:
             wait = session.alarm(1e-6)
-            self.rearm = rearm = self.group.event()
+            rearm = self.group.event()
+            self.rearm = rearm.set
             if wait is None:
                 await rearm.wait()
                 continue
@@ -181,6 +188,45 @@ class Driver:
             if (tick := session.tick()) is not None:
                 self.step(tick)
                 self.inbox.wake()
+
+    def arm(self) -> None:
+        """asyncio: `alarm` as a timer of the event loop's (`ring`), set for the deadline again
+        each time it moves: no task, no cancel scope."""
+        if self.timer is not None:
+            self.timer.cancel()
+        wait = self.session.alarm(1e-6)
+        self.timer = (
+            None if wait is None else asyncio.get_running_loop().call_later(wait, self.ring)
+        )
+
+    def ring(self) -> None:
+        """asyncio: the deadline is due. What stepping the loop raises is the run's (raised
+        where the driving task wakes, as an alarm task's would be), so that task is woken."""
+        self.timer = None
+        try:
+            if (tick := self.session.tick()) is not None:
+                self.step(tick)
+            self.arm()
+        except BaseException as e:
+            self.failed = e
+            if self.inline_key is not None:
+                self.inline_key = None
+                self.inline_scope.cancel()
+        self.inbox.wake()
+
+    def start_alarm(self, group: Tasks) -> Callable[[], object]:
+        """Set the deadline's alarm; return what stops it."""
+        if group.trio:
+            return group.start(self.alarm)
+        self.rearm = self.arm
+        self.arm()
+        return self.disarm
+
+    def disarm(self) -> None:
+        self.rearm = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     async def drive(self) -> Run:
         """Carry out the loop's commands until it finishes or only approvals are left; under
@@ -205,13 +251,15 @@ class Driver:
                 try:
                     self.step(None)
                     if self.session.finish is None and launch:
-                        stop_alarm = group.start(self.alarm)
+                        stop_alarm = self.start_alarm(group)
                     while self.session.finish is None:
-                        self.inline_scope = scope = anyio.CancelScope()
+                        self.inline_scope = scope = group.scope()
                         done = False
                         with scope:
                             done = await self.serve(group)
                         self.inline_key = None
+                        if self.failed is not None:
+                            raise self.failed
                         if done:
                             break
                 finally:  # the loop gave up on all of it, unless the run was called off

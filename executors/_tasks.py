@@ -46,6 +46,11 @@ from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
 from ._session import Session
 from ._toolbox import Toolbox, caller
 
+try:  # where anyio keeps a task's cancel scopes on asyncio, to see its shields (`_shielded`)
+    from anyio._backends._asyncio import _task_states as _anyio_task_states
+except ImportError:  # pragma: no cover  # another anyio: its shields go unseen
+    _anyio_task_states = {}
+
 
 class Tasks:
     """A run's tasks, in the running event loop's own task group (asyncio's `TaskGroup`, a trio
@@ -75,23 +80,99 @@ class Tasks:
         return cast("bool | None", await self._group.__aexit__(*exc_info))
 
     def start(self, fn: Callable[..., Awaitable[object]], *args: Any) -> Callable[[], object]:
-        """Start `fn(*args)` as a task in a cancel scope of its own, and return what cancels
-        it: a cancel that holds (anyio's, trio's), not asyncio's one-shot `Task.cancel`, so
-        work that catches it and awaits more is cancelled again."""
+        """Start `fn(*args)` as a task and return what cancels it: a cancel that holds (trio's
+        scope; on asyncio, `_Held`), not asyncio's one-shot `Task.cancel`, so work that catches
+        it and awaits more is cancelled again."""
         if self.trio:
             import trio
 
-            scope: Any = trio.CancelScope()
+            scope = trio.CancelScope()
             self._started.start_soon(_scoped, scope, fn, args)
-        else:
-            scope = anyio.CancelScope()
-            self._started.create_task(_scoped(scope, fn, args))
-        return cast("Callable[[], object]", scope.cancel)
+            return cast("Callable[[], object]", scope.cancel)
+        return _Held(self._started.create_task(fn(*args)))
+
+    def scope(self) -> Any:
+        """A cancel scope for the driving task's own awaits: trio's; on asyncio, `_Interrupt`."""
+        if self.trio:
+            import trio
+
+            return trio.CancelScope()
+        return _Interrupt()
 
 
 async def _scoped(scope: Any, fn: Callable[..., Awaitable[object]], args: tuple[Any, ...]) -> None:
     with scope:
         await fn(*args)
+
+
+class _Held:
+    """asyncio: cancels a task, and cancels it again each turn of the event loop until it ends,
+    as anyio's scopes do, but never inside a scope of anyio's that shields it. A scope of
+    anyio's costs a task more than the task itself (11 µs); this costs nothing until called."""
+
+    __slots__ = ("_base", "_called", "_ended", "_sent", "_task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self._task, self._base = task, None
+        self._called = self._ended = False
+        self._sent = 0  # how many cancels this sent
+
+    def __call__(self) -> None:
+        if not self._called:
+            self._called = True
+            self._again()
+
+    def _again(self) -> None:
+        task = self._task
+        if self._ended or task.done():
+            return
+        loop = task.get_loop()
+        if _shielded(task, self._base):  # looked at again shortly: time may jump meanwhile
+            loop.call_later(1e-3, self._again)
+            return
+        if not task._must_cancel and task is not asyncio.current_task():  # type: ignore[attr-defined]
+            task.cancel()
+            self._sent += 1
+        loop.call_soon(self._again)
+
+
+class _Interrupt(_Held):
+    """asyncio: a scope in which the task's awaits are cancelled (`cancel`), and held so, the
+    cancel ending the scope and no further, as `asyncio.timeout` does it; a cancel from
+    elsewhere goes on out. Only anyio's shields inside the scope count."""
+
+    __slots__ = ("_cancelling",)
+
+    def __init__(self) -> None:
+        pass  # `__enter__` sets it up, in the task
+
+    def __enter__(self) -> _Interrupt:
+        task = cast("asyncio.Task[Any]", asyncio.current_task())
+        _Held.__init__(self, task)
+        self._base = getattr(_anyio_task_states.get(task), "cancel_scope", None)
+        self._cancelling = task.cancelling()
+        return self
+
+    cancel = _Held.__call__
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> bool:
+        self._ended = True  # a cancel once it is left does nothing
+        if not self._sent:
+            return False
+        for _ in range(self._sent):
+            self._task.uncancel()
+        return kind is asyncio.CancelledError and self._task.cancelling() <= self._cancelling
+
+
+def _shielded(task: asyncio.Task[Any], base: Any) -> bool:
+    """Whether `task` is inside a scope of anyio's, within `base`, that shields it from cancels
+    (anyio keeps a task's scopes in its asyncio backend's `_task_states`)."""
+    scope = getattr(_anyio_task_states.get(task), "cancel_scope", None)
+    while scope is not None and scope is not base:
+        if getattr(scope, "_shield", False):
+            return True
+        scope = getattr(scope, "_parent_scope", None)
+    return False
 
 
 def _on_trio() -> bool:

@@ -47,3 +47,61 @@ def test_work_the_deadline_gave_up_on_is_cancelled_again_when_it_catches_the_can
     stop, ended = run_async(main, backend=backend)  # type: ignore[arg-type]
     assert stop is StopReason.deadline
     assert ended < 60
+
+
+@tool
+async def tidy(n: int) -> str:
+    """Waits a minute; cancelled, it tidies up for a second under a shield, then gives up."""
+    try:
+        await anyio.sleep(60)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(1)
+            TIDIED.append(n)
+        raise
+    return "done"
+
+
+TIDIED: list[int] = []
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("n", [1, 2])
+def test_work_the_deadline_gave_up_on_finishes_what_it_shields_from_the_cancel(
+    backend: str, n: int
+) -> None:
+    async def main() -> tuple[StopReason | None, float]:
+        spec = LoopSpec(guards=Guards(deadline_s=5))
+        model = ScriptedModel(
+            [
+                ModelResponse(
+                    [ToolCall(f"c{i}", "tidy", {"n": i}) for i in range(n)],
+                    ModelStop.tool_use,
+                    Usage(10, 5),
+                ),
+                ModelResponse([Text("rested")], ModelStop.end_turn, Usage(10, 5)),
+            ]
+        )
+        run = await aio.run(spec, "go", model=model, tools=[tidy])
+        return run.stop_reason, anyio.current_time()
+
+    TIDIED.clear()
+    stop, ended = run_async(main, backend=backend)  # type: ignore[arg-type]
+    assert stop is StopReason.deadline
+    assert sorted(TIDIED) == list(range(n))
+    assert 6 <= ended < 60
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_error_stepping_the_loop_at_its_deadline_is_raised_from_the_run(backend: str) -> None:
+    def on_event(event: object) -> None:
+        if type(event).__name__ == "Tick":
+            raise OSError("the disk is full")
+
+    async def main() -> None:
+        spec = LoopSpec(guards=Guards(deadline_s=5))
+        await aio.run(spec, "go", model=_calls(1), tools=[stubborn], on_event=on_event)
+
+    with pytest.raises(BaseExceptionGroup) as raised:
+        run_async(main, backend=backend)  # type: ignore[arg-type]
+    assert raised.group_contains(OSError, match="the disk is full")
