@@ -46,10 +46,11 @@ from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
 from ._session import Session
 from ._toolbox import Toolbox, caller
 
-try:  # where anyio keeps a task's cancel scopes on asyncio, to see its shields (`_shielded`)
-    from anyio._backends._asyncio import _task_states as _anyio_task_states
-except ImportError:  # pragma: no cover  # another anyio: its shields go unseen
-    _anyio_task_states = {}
+_anyio_task_states: Any = {}  # where anyio keeps a task's cancel scopes on asyncio (`_shielded`)
+with contextlib.suppress(ImportError, AttributeError):  # another anyio: its shields go unseen
+    from anyio._backends import _asyncio as _anyio_asyncio
+
+    _anyio_task_states = _anyio_asyncio._task_states
 
 
 class Tasks:
