@@ -174,15 +174,17 @@ class Driver:
         """trio: wake the loop when its deadline is due, even while every task is still busy.
         The deadline moves as the run goes (time spent waiting only for a person does not
         count), so `step` re-arms this when it does; the session says when a `Tick` goes out."""
+        import trio
+
         session = self.session
         while True:
             wait = session.alarm(1e-6)
-            rearm = self.group.event()
+            rearm = trio.Event()
             self.rearm = rearm.set
             if wait is None:
                 await rearm.wait()
                 continue
-            with anyio.CancelScope(deadline=anyio.current_time() + wait):
+            with trio.CancelScope(deadline=trio.current_time() + wait):
                 await rearm.wait()
                 continue
             if (tick := session.tick()) is not None:
