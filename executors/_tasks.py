@@ -10,7 +10,6 @@ __all__ = [
     "approval",
     "cancelled",
     "event_loop_clock",
-    "invoke",
     "is_async",
     "lazy_caller",
     "model_caller",
@@ -299,23 +298,6 @@ def lazy_caller(runner: ToolRunner, deps: Any) -> Callable[[RunTool], ToolOutcom
     return call
 
 
-async def invoke(
-    command: RunTool, runner: ToolRunner, run_call: Callable[[RunTool], ToolOutcome], deps: Any
-) -> ToolOutcome:
-    """Async tools are awaited here; everything else runs in a worker thread."""
-    tool = runner.get(command.name) if isinstance(runner, Toolbox) else None
-    try:
-        if tool is not None and tool.is_async:
-            return await ainvoke(tool, command.arguments, ToolContext(command.id, deps))
-        return await anyio.to_thread.run_sync(run_call, command, abandon_on_cancel=True)
-    except BaseException as e:
-        if not own_cancel(e):
-            raise
-        if tool is not None:
-            return failure(tool, e)
-        return ToolOutcome(f"{command.name} failed: {type(e).__name__}", True)  # a runner's
-
-
 async def tool(
     command: RunTool,
     limit: float,
@@ -324,13 +306,28 @@ async def tool(
     deps: Any,
     now: Callable[[], float],
 ) -> Observation:
-    """A tool call as an observation; one that runs past `limit` seconds ends in an error
-    result naming it."""
-    if limit == math.inf:
-        return returned(command, await invoke(command, runner, run_call, deps), now())
-    with anyio.move_on_after(limit):
-        return returned(command, await invoke(command, runner, run_call, deps), now())
-    return ToolReturned(command.id, f"{command.name} timed out after {limit:g} s", True, now=now())
+    """A tool call as an observation: async tools awaited here, everything else in a worker
+    thread; one that runs past `limit` seconds ends in an error result naming it."""
+    if limit != math.inf:
+        with anyio.move_on_after(limit):
+            return await tool(command, math.inf, runner, run_call, deps, now)
+        return ToolReturned(
+            command.id, f"{command.name} timed out after {limit:g} s", True, now=now()
+        )
+    found = runner.get(command.name) if isinstance(runner, Toolbox) else None
+    try:
+        if found is not None and found.is_async:
+            outcome = await ainvoke(found, command.arguments, ToolContext(command.id, deps))
+        else:
+            outcome = await anyio.to_thread.run_sync(run_call, command, abandon_on_cancel=True)
+    except BaseException as e:
+        if not own_cancel(e):
+            raise
+        if found is not None:
+            outcome = failure(found, e)
+        else:  # a runner's
+            outcome = ToolOutcome(f"{command.name} failed: {type(e).__name__}", True)
+    return returned(command, outcome, now())
 
 
 async def approval(
