@@ -64,8 +64,8 @@ class Driver:
         self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
         self.rearm: Callable[[], object] | None = None  # makes the alarm read the deadline again
-        self.timer: asyncio.TimerHandle | None = None  # asyncio: the alarm, a timer of the loop's
-        self.failed: BaseException | None = None  # asyncio: what stepping the loop raised there
+        self.timer: Any = None  # the deadline's alarm (`Tasks.call_later`)
+        self.failed: BaseException | None = None  # what stepping the loop raised in `ring`
         self.inline_key: str | None = None  # the work this task awaits itself, if any
         self.inline_scope: Any  # ...and the scope `driven` awaits it in (`Tasks.scope`)
         self.complete = model_caller(model, session)
@@ -170,40 +170,19 @@ class Driver:
             self.inline_key = None
             self.inline_scope.cancel()
 
-    async def alarm(self) -> None:
-        """trio: wake the loop when its deadline is due, even while every task is still busy.
-        The deadline moves as the run goes (time spent waiting only for a person does not
-        count), so `step` re-arms this when it does; the session says when a `Tick` goes out."""
-        import trio
-
-        session = self.session
-        while True:
-            wait = session.alarm(1e-6)
-            rearm = trio.Event()
-            self.rearm = rearm.set
-            if wait is None:
-                await rearm.wait()
-                continue
-            with trio.CancelScope(deadline=trio.current_time() + wait):
-                await rearm.wait()
-                continue
-            if (tick := session.tick()) is not None:
-                self.step(tick)
-                self.inbox.wake()
-
     def arm(self) -> None:
-        """asyncio: `alarm` as a timer of the event loop's (`ring`), set for the deadline again
-        each time it moves: no task, no cancel scope."""
+        """Set the alarm that wakes the loop when its deadline is due, even while every task is
+        still busy: a timer (`ring`), not a task. The deadline moves as the run goes (time spent
+        waiting only for a person does not count), so `step` sets it again when it does."""
         if self.timer is not None:
             self.timer.cancel()
         wait = self.session.alarm(1e-6)
-        self.timer = (
-            None if wait is None else asyncio.get_running_loop().call_later(wait, self.ring)
-        )
+        self.timer = None if wait is None else self.group.call_later(wait, self.ring)
 
     def ring(self) -> None:
-        """asyncio: the deadline is due. What stepping the loop raises is the run's (raised
-        where the driving task wakes, as an alarm task's would be), so that task is woken."""
+        """The deadline is due: the session says whether a `Tick` goes out. What stepping the
+        loop raises is the run's (raised where the driving task wakes, as an alarm task's
+        would be), so that task is woken."""
         self.timer = None
         try:
             if (tick := self.session.tick()) is not None:
@@ -216,10 +195,8 @@ class Driver:
                 self.inline_scope.cancel()
         self.inbox.wake()
 
-    def start_alarm(self, group: Tasks) -> Callable[[], object]:
+    def start_alarm(self) -> Callable[[], object]:
         """Set the deadline's alarm; return what stops it."""
-        if group.trio:
-            return group.start(self.alarm)
         self.rearm = self.arm
         self.arm()
         return self.disarm
@@ -253,7 +230,7 @@ class Driver:
                 try:
                     self.step(None)
                     if self.session.finish is None and launch:
-                        stop_alarm = self.start_alarm(group)
+                        stop_alarm = self.start_alarm()
                     while self.session.finish is None:
                         self.inline_scope = scope = group.scope()
                         done = False

@@ -20,6 +20,7 @@ __all__ = [
 import asyncio
 import contextlib
 import functools
+import heapq
 import inspect
 import math
 from collections import deque
@@ -91,6 +92,13 @@ class Tasks:
             return cast("Callable[[], object]", scope.cancel)
         return _Held(self._started.create_task(fn(*args)))
 
+    def call_later(self, wait: float, fn: Callable[[], object]) -> Any:
+        """Call `fn` in `wait` seconds, from the event loop (asyncio's timers; on trio, `_Alarms`):
+        no task of its own. What it returns has `cancel()`."""
+        if self.trio:
+            return _Alarms.here().call_later(wait, fn)
+        return asyncio.get_running_loop().call_later(wait, fn)
+
     def scope(self) -> Any:
         """A cancel scope for the driving task's own awaits: trio's; on asyncio, `_Interrupt`."""
         if self.trio:
@@ -98,6 +106,83 @@ class Tasks:
 
             return trio.CancelScope()
         return _Interrupt()
+
+
+class _Timer:
+    __slots__ = ("alarms", "cancelled", "fn", "when")
+
+    def __init__(self, alarms: _Alarms, when: float, fn: Callable[[], object]) -> None:
+        self.alarms, self.when, self.fn, self.cancelled = alarms, when, fn, False
+
+    def __lt__(self, other: _Timer) -> bool:
+        return self.when < other.when
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self.alarms.cancelled += 1
+
+
+class _Alarms:
+    """trio: timers, as asyncio's `call_later`, served by one system task for the whole trio run
+    (trio has none): a run's deadline alarm costs an entry in a heap, not a task of its own with
+    its scopes. A timer's function must not raise (the driver's hands on what it catches)."""
+
+    def __init__(self) -> None:
+        import trio
+
+        self.heap: list[_Timer] = []
+        self.cancelled = 0  # cancelled timers still in the heap
+        self.changed = trio.Event()
+        self.clock = trio.lowlevel.current_clock()
+
+    @staticmethod
+    def here() -> _Alarms:
+        """This trio run's timers, their task started on first use."""
+        import trio
+
+        global _ALARMS
+        if _ALARMS is None:
+            _ALARMS = trio.lowlevel.RunVar("turnstile_alarms")
+        try:
+            return cast(_Alarms, _ALARMS.get())
+        except LookupError:
+            alarms = _Alarms()
+            _ALARMS.set(alarms)
+            trio.lowlevel.spawn_system_task(alarms.serve, name="turnstile alarms")
+            return alarms
+
+    def call_later(self, wait: float, fn: Callable[[], object]) -> _Timer:
+        timer = _Timer(self, self.clock.current_time() + wait, fn)
+        heap = self.heap
+        if self.cancelled > 64 and self.cancelled * 2 > len(heap):  # as asyncio's loop does
+            heap[:] = [t for t in heap if not t.cancelled]
+            heapq.heapify(heap)
+            self.cancelled = 0
+        heapq.heappush(heap, timer)
+        if heap[0] is timer:
+            self.changed.set()
+        return timer
+
+    async def serve(self) -> None:
+        import trio
+
+        heap = self.heap
+        while True:
+            now = self.clock.current_time()
+            while heap and (heap[0].cancelled or heap[0].when <= now):
+                timer = heapq.heappop(heap)
+                if timer.cancelled:
+                    self.cancelled -= 1
+                else:
+                    timer.cancelled = True
+                    timer.fn()
+            self.changed = trio.Event()
+            with trio.CancelScope(deadline=heap[0].when if heap else math.inf):
+                await self.changed.wait()
+
+
+_ALARMS: Any = None  # trio's RunVar of `_Alarms`, made on first use (trio is imported then)
 
 
 async def _scoped(scope: Any, fn: Callable[..., Awaitable[object]], args: tuple[Any, ...]) -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import anyio
 import pytest
+import trio
 from turnstile.core import Guards, LoopSpec, StopReason, tool
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import ScriptedModel, aio
+from turnstile.executors._tasks import _Alarms
 from turnstile.executors.testing import run_async
 
 
@@ -105,3 +107,42 @@ def test_an_error_stepping_the_loop_at_its_deadline_is_raised_from_the_run(backe
     with pytest.raises(BaseExceptionGroup) as raised:
         run_async(main, backend=backend)  # type: ignore[arg-type]
     assert raised.group_contains(OSError, match="the disk is full")
+
+
+def test_runs_under_trio_share_one_task_for_their_deadlines() -> None:
+    seen: list[int] = []
+
+    @tool
+    async def look(n: int) -> str:
+        """Counts the trio run's system tasks that serve alarms."""
+        system = trio.lowlevel.current_root_task().child_nurseries
+        names = [t.name for nursery in system for t in nursery.child_tasks]
+        seen.append(names.count("turnstile alarms"))
+        return "seen"
+
+    def model() -> ScriptedModel:
+        return ScriptedModel(
+            [
+                ModelResponse([ToolCall("c0", "look", {"n": 0})], ModelStop.tool_use, Usage(1, 1)),
+                ModelResponse([Text("done")], ModelStop.end_turn, Usage(1, 1)),
+            ]
+        )
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(lambda: aio.run(LoopSpec(), "go", model=model(), tools=[look]))
+
+    trio.run(main)
+    assert seen == [1, 1, 1]
+
+
+def test_the_alarms_forget_cancelled_timers_as_asyncio_does() -> None:
+    async def main() -> int:
+        alarms = _Alarms.here()
+        for timer in [alarms.call_later(60 + i, lambda: None) for i in range(200)]:
+            timer.cancel()
+        alarms.call_later(1, lambda: None)
+        return len(alarms.heap)
+
+    assert trio.run(main) <= 65
