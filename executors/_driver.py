@@ -33,10 +33,6 @@ Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 Work = Callable[[], Awaitable[Observation]]
 
 
-def _nothing() -> None:
-    pass
-
-
 class Driver:
     """One run's bookkeeping: the tasks in flight, keyed by command id, and what came back."""
 
@@ -63,7 +59,7 @@ class Driver:
         self.inbox = Inbox(self.group.event)
         self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
-        self.rearm: Callable[[], object] | None = None  # makes the alarm read the deadline again
+        self.armed = False  # whether the alarm is to be set again when the deadline moves
         self.timer: Any = None  # the deadline's alarm (`Tasks.call_later`)
         self.failed: BaseException | None = None  # what stepping the loop raised in `ring`
         self.inline_key: str | None = None  # the work this task awaits itself, if any
@@ -83,47 +79,6 @@ class Driver:
             raise
         return ModelReplied(command.id, response, now=now())
 
-    async def serve(self, group: Tasks) -> bool:
-        """Carry out what the loop hands out until it finishes; True if there is nothing left
-        to wait for but approvals, or the run was called off. Work handed out alone, with
-        nothing else in flight (a model call, a lone tool call), is awaited here, not in a task
-        of its own: the common turn costs no task. The caller's cancel scope around this is
-        cancelled only if the alarm's `Tick` makes such work stale (the loop has moved on
-        without its result): then it is called again, in a new scope."""
-        tasks, inbox, launch, session, step = (
-            self.tasks,
-            self.inbox,
-            self.launch,
-            self.session,
-            self.step,
-        )
-        while session.finish is None:
-            if len(launch) == 1 and not tasks:
-                key, work = launch.pop()
-                self.inline_key = key
-                obs = await work()
-                if self.inline_key != key:
-                    return False  # the alarm gave up on it as it came back
-                if self.failed is not None:
-                    raise self.failed
-                self.inline_key = None
-                step(obs)
-                continue
-            for key, work in launch:
-                tasks[key] = group.start(self.task, key, work)
-            launch.clear()
-            if not tasks:
-                return True
-            got = await inbox.get()
-            if self.failed is not None:
-                raise self.failed
-            if got is not None and got[0] in tasks:
-                if got[1] is None:
-                    return True
-                del tasks[got[0]]
-                step(got[1])
-        return False
-
     async def task(self, key: str, work: Work) -> None:
         try:
             obs = await work()
@@ -142,8 +97,8 @@ class Driver:
         for handed in session.hand_out(commands, self.approve is not None):
             self.launch.append((handed.id, self.work(handed)))
         self.abandon_stale()
-        if self.rearm is not None and session.alarm_moved():
-            self.rearm()
+        if self.armed and session.alarm_moved():
+            self.arm()
 
     def work(self, command: CallModel | RunTool | AwaitApproval) -> Work:
         """What carrying out `command` takes, not yet begun."""
@@ -195,23 +150,20 @@ class Driver:
                 self.inline_scope.cancel()
         self.inbox.wake()
 
-    def start_alarm(self) -> Callable[[], object]:
-        """Set the deadline's alarm; return what stops it."""
-        self.rearm = self.arm
-        self.arm()
-        return self.disarm
-
     def disarm(self) -> None:
-        self.rearm = None
+        self.armed = False
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
 
-    async def drive(self) -> Run:
+    def drive(self) -> Awaitable[Run]:
         """Carry out the loop's commands until it finishes or only approvals are left; under
         trio, a Ctrl-C never lands halfway through a step."""
         if not self.group.trio:
-            return await self.driven()
+            return self.driven()
+        return self._ki_protected()
+
+    async def _ki_protected(self) -> Run:
         import trio
 
         self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
@@ -221,35 +173,69 @@ class Driver:
             del self.step  # would wait for the garbage collector, which costs a run under load
 
     async def driven(self) -> Run:
-        """`drive`: the run's tasks in one group, the work handed out alone awaited in a cancel
-        scope that lasts until the alarm cancels stale work in it."""
-        tasks, launch = self.tasks, self.launch
+        """`drive`: the run's tasks in one group. Work handed out alone, with nothing else in
+        flight (a model call, a lone tool call), is awaited in this task, not in one of its
+        own: the common turn costs no task. It is awaited in a cancel scope that lasts until
+        the alarm's `Tick` makes such work stale (the loop moved on without its result) and
+        cancels it; then the loop goes on in a new scope. Done when nothing is left to wait
+        for but approvals, or the run was called off."""
+        tasks, inbox, launch, session, step = (
+            self.tasks,
+            self.inbox,
+            self.launch,
+            self.session,
+            self.step,
+        )
         try:
             async with self.group as group:
-                stop_alarm: Callable[[], object] = _nothing
                 try:
-                    self.step(None)
-                    if self.session.finish is None and launch:
-                        stop_alarm = self.start_alarm()
-                    while self.session.finish is None:
+                    step(None)
+                    if session.finish is None and launch:
+                        self.armed = True
+                        self.arm()
+                    done = False
+                    while session.finish is None and not done:
                         self.inline_scope = scope = group.scope()
-                        done = False
                         with scope:
-                            done = await self.serve(group)
+                            while session.finish is None:
+                                if len(launch) == 1 and not tasks:
+                                    key, work = launch.pop()
+                                    self.inline_key = key
+                                    obs = await work()
+                                    if self.inline_key != key:
+                                        break  # the alarm gave up on it as it came back
+                                    if self.failed is not None:
+                                        raise self.failed
+                                    self.inline_key = None
+                                    step(obs)
+                                    continue
+                                for key, work in launch:
+                                    tasks[key] = group.start(self.task, key, work)
+                                launch.clear()
+                                if not tasks:
+                                    done = True
+                                    break
+                                got = await inbox.get()
+                                if self.failed is not None:
+                                    raise self.failed
+                                if got is not None and got[0] in tasks:
+                                    if got[1] is None:
+                                        done = True
+                                        break
+                                    del tasks[got[0]]
+                                    step(got[1])
                         self.inline_key = None
                         if self.failed is not None:
                             raise self.failed
-                        if done:
-                            break
                 finally:  # the loop gave up on all of it, unless the run was called off
-                    stop_alarm()
+                    self.disarm()
                     for cancel in tasks.values():
                         cancel()
         except BaseException as exc:
-            if self.session.finish is not None or not cancelled(exc):
+            if session.finish is not None or not cancelled(exc):
                 raise
-            self.step(Cancelled("the run was cancelled", now=self.now()))
+            step(Cancelled("the run was cancelled", now=self.now()))
         # a task raised asyncio's cancel of its own (an approver's): the run is called off
-        if self.session.finish is None and tasks:
-            self.step(Cancelled("the run was cancelled", now=self.now()))
-        return self.session.run()
+        if session.finish is None and tasks:
+            step(Cancelled("the run was cancelled", now=self.now()))
+        return session.run()
