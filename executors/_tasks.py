@@ -19,6 +19,7 @@ __all__ = [
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import heapq
 import inspect
@@ -109,10 +110,13 @@ class Tasks:
 
 
 class _Timer:
-    __slots__ = ("alarms", "cancelled", "fn", "when")
+    """trio: a call of `fn` due `when`, in the context it was set in (as asyncio's timers)."""
+
+    __slots__ = ("alarms", "cancelled", "context", "fn", "when")
 
     def __init__(self, alarms: _Alarms, when: float, fn: Callable[[], object]) -> None:
         self.alarms, self.when, self.fn, self.cancelled = alarms, when, fn, False
+        self.context = contextvars.copy_context()
 
     def __lt__(self, other: _Timer) -> bool:
         return self.when < other.when
@@ -176,7 +180,7 @@ class _Alarms:
                     self.cancelled -= 1
                 else:
                     timer.cancelled = True
-                    timer.fn()
+                    timer.context.run(timer.fn)
             self.changed = trio.Event()
             with trio.CancelScope(deadline=heap[0].when if heap else math.inf):
                 await self.changed.wait()

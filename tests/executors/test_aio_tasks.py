@@ -5,6 +5,8 @@ never pass)."""
 
 from __future__ import annotations
 
+import contextvars
+
 import anyio
 import pytest
 import trio
@@ -146,3 +148,23 @@ def test_the_alarms_forget_cancelled_timers_as_asyncio_does() -> None:
         return len(alarms.heap)
 
     assert trio.run(main) <= 65
+
+
+SEEN_AT_THE_DEADLINE: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_step_at_the_deadline_sees_the_context_of_the_run(backend: str) -> None:
+    seen: list[str] = []
+
+    def on_event(event: object) -> None:
+        if type(event).__name__ == "Tick":
+            seen.append(SEEN_AT_THE_DEADLINE.get())
+
+    async def main() -> None:
+        SEEN_AT_THE_DEADLINE.set("the caller's")
+        spec = LoopSpec(guards=Guards(deadline_s=5))
+        await aio.run(spec, "go", model=_calls(1), tools=[stubborn], on_event=on_event)
+
+    run_async(main, backend=backend)  # type: ignore[arg-type]
+    assert seen == ["the caller's"]
