@@ -56,7 +56,7 @@ class Driver:
         tools = session.loop.spec.tools
         self.timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in tools}
         self.group = Tasks()
-        self.inbox = Inbox(self.group.event)
+        self.inbox = Inbox(self.group.trio)
         self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
         self.armed = False  # whether the alarm is to be set again when the deadline moves

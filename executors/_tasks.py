@@ -56,22 +56,21 @@ with contextlib.suppress(ImportError, AttributeError):  # another anyio: its shi
 
 class Tasks:
     """A run's tasks, in the running event loop's own task group (asyncio's `TaskGroup`, a trio
-    nursery) and with its own events: anyio's group and events cost a task several times what
-    the event loop's do, and a run under load starts one a tool call. Leaving the group on an
-    error or a cancel, cancel every task's scope first (`start`), as anyio's group would."""
+    nursery), its timers and cancel scopes: anyio's cost a task several times what the event
+    loop's do, and a run under load starts one a tool call. Leaving the group on an error or a
+    cancel, cancel every task first (`start`), as anyio's group would."""
 
-    __slots__ = ("_group", "_started", "event", "trio")
+    __slots__ = ("_group", "_started", "trio")
 
     def __init__(self) -> None:
         self._group: Any
-        self.event: Callable[[], Any]
         self.trio = _on_trio()
         if self.trio:
             import trio
 
-            self._group, self.event = trio.open_nursery(), trio.Event
+            self._group = trio.open_nursery()
         else:
-            self._group, self.event = asyncio.TaskGroup(), asyncio.Event
+            self._group = asyncio.TaskGroup()
         self._started: Any = None
 
     async def __aenter__(self) -> Tasks:
@@ -274,34 +273,56 @@ def _on_trio() -> bool:
 
 
 class Inbox:
-    """The observations of finished tasks, each keyed by its command's id, in arrival order;
-    `event` makes the event loop's own events."""
+    """The observations of finished tasks, each keyed by its command's id, in arrival order.
+    The driving task waits for them parked on the event loop's own lowest primitive (a future;
+    trio's `wait_task_rescheduled`), not on an event made for each wait."""
 
-    __slots__ = ("_event", "_items", "_ready")
+    __slots__ = ("_items", "_lowlevel", "_parked")
 
-    def __init__(self, event: Callable[[], Any]) -> None:
+    def __init__(self, on_trio: bool) -> None:
         self._items: deque[tuple[str, Observation | None]] = deque()
-        self._ready: Any = None
-        self._event = event
+        self._parked: Any = None  # the future awaited, or the trio task parked
+        self._lowlevel: Any = None  # trio's lowlevel module, on trio
+        if on_trio:
+            import trio
+
+            self._lowlevel = trio.lowlevel
 
     def put(self, key: str, obs: Observation | None) -> None:
         self._items.append((key, obs))
         self.wake()
 
     def wake(self) -> None:
-        if self._ready is not None:
-            self._ready.set()
+        parked = self._parked
+        if parked is None:
+            return
+        self._parked = None
+        if self._lowlevel is not None:
+            self._lowlevel.reschedule(parked)
+        elif not parked.done():
+            parked.set_result(None)
 
     async def get(self) -> tuple[str, Observation | None] | None:
         """The next observation (None for work that raised a cancel of its own); None if woken
         without one (the alarm stepped the loop)."""
         if not self._items:
-            self._ready = ready = self._event()
-            await ready.wait()
-            self._ready = None
+            if self._lowlevel is not None:
+                self._parked = self._lowlevel.current_task()
+                await self._lowlevel.wait_task_rescheduled(self._abort)
+            else:
+                self._parked = future = asyncio.get_running_loop().create_future()
+                try:
+                    await future
+                finally:
+                    self._parked = None
             if not self._items:
                 return None
         return self._items.popleft()
+
+    def _abort(self, raise_cancel: object) -> Any:
+        """trio: the parked task is cancelled; no one may wake it now."""
+        self._parked = None
+        return self._lowlevel.Abort.SUCCEEDED
 
 
 def event_loop_clock() -> Callable[[], float]:
