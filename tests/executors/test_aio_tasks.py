@@ -10,7 +10,7 @@ import contextvars
 import anyio
 import pytest
 import trio
-from turnstile.core import Guards, LoopSpec, StopReason, tool
+from turnstile.core import Guards, LoopSpec, StopReason, Tool, tool
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import ScriptedModel, aio
 from turnstile.executors._tasks import _Alarms
@@ -28,8 +28,8 @@ async def stubborn(n: int) -> str:
     return "done"
 
 
-def _calls(n: int) -> ScriptedModel:
-    calls = [ToolCall(f"c{i}", "stubborn", {"n": i}) for i in range(n)]
+def _calls(n: int, name: str = "stubborn") -> ScriptedModel:
+    calls = [ToolCall(f"c{i}", name, {"n": i}) for i in range(n)]
     return ScriptedModel(
         [
             ModelResponse(calls, ModelStop.tool_use, Usage(10, 5)),
@@ -38,17 +38,23 @@ def _calls(n: int) -> ScriptedModel:
     )
 
 
+def _past_the_deadline(backend: str, n: int, slow: Tool) -> tuple[StopReason | None, float]:
+    """A run of `n` calls of `slow` at once, with a deadline of 5 s: how it stopped, and when."""
+
+    async def main() -> tuple[StopReason | None, float]:
+        spec = LoopSpec(guards=Guards(deadline_s=5))
+        run = await aio.run(spec, "go", model=_calls(n, slow.name), tools=[slow])
+        return run.stop_reason, anyio.current_time()
+
+    return run_async(main, backend=backend)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("n", [1, 2])
 def test_work_the_deadline_gave_up_on_is_cancelled_again_when_it_catches_the_cancel(
     backend: str, n: int
 ) -> None:
-    async def main() -> tuple[StopReason | None, float]:
-        spec = LoopSpec(guards=Guards(deadline_s=5))
-        run = await aio.run(spec, "go", model=_calls(n), tools=[stubborn])
-        return run.stop_reason, anyio.current_time()
-
-    stop, ended = run_async(main, backend=backend)  # type: ignore[arg-type]
+    stop, ended = _past_the_deadline(backend, n, stubborn)
     assert stop is StopReason.deadline
     assert ended < 60
 
@@ -74,23 +80,8 @@ TIDIED: list[int] = []
 def test_work_the_deadline_gave_up_on_finishes_what_it_shields_from_the_cancel(
     backend: str, n: int
 ) -> None:
-    async def main() -> tuple[StopReason | None, float]:
-        spec = LoopSpec(guards=Guards(deadline_s=5))
-        model = ScriptedModel(
-            [
-                ModelResponse(
-                    [ToolCall(f"c{i}", "tidy", {"n": i}) for i in range(n)],
-                    ModelStop.tool_use,
-                    Usage(10, 5),
-                ),
-                ModelResponse([Text("rested")], ModelStop.end_turn, Usage(10, 5)),
-            ]
-        )
-        run = await aio.run(spec, "go", model=model, tools=[tidy])
-        return run.stop_reason, anyio.current_time()
-
     TIDIED.clear()
-    stop, ended = run_async(main, backend=backend)  # type: ignore[arg-type]
+    stop, ended = _past_the_deadline(backend, n, tidy)
     assert stop is StopReason.deadline
     assert sorted(TIDIED) == list(range(n))
     assert 6 <= ended < 60
@@ -122,18 +113,12 @@ def test_runs_under_trio_share_one_task_for_their_deadlines() -> None:
         seen.append(names.count("turnstile alarms"))
         return "seen"
 
-    def model() -> ScriptedModel:
-        return ScriptedModel(
-            [
-                ModelResponse([ToolCall("c0", "look", {"n": 0})], ModelStop.tool_use, Usage(1, 1)),
-                ModelResponse([Text("done")], ModelStop.end_turn, Usage(1, 1)),
-            ]
-        )
-
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             for _ in range(3):
-                nursery.start_soon(lambda: aio.run(LoopSpec(), "go", model=model(), tools=[look]))
+                nursery.start_soon(
+                    lambda: aio.run(LoopSpec(), "go", model=_calls(1, "look"), tools=[look])
+                )
 
     trio.run(main)
     assert seen == [1, 1, 1]
