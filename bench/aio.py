@@ -178,9 +178,9 @@ def _checked(run: Any, start: float) -> float:
 
 def _pair(
     hand: Callable[[], float], executor: Callable[[], float], repeats: int
-) -> tuple[Figure, Figure, float]:
-    """Both, interleaved `repeats` times (a warm-up pair first): their figures, and the median
-    of the per-pair ratios, which the machine's load moves less than either alone."""
+) -> tuple[Figure, Figure, list[float]]:
+    """Both, interleaved `repeats` times (a warm-up pair first): their figures, and the per-pair
+    ratios, which the machine's load moves less than either alone."""
     hand(), executor()
     hands, runs, ratios = [], [], []
     for _ in range(repeats):
@@ -191,8 +191,11 @@ def _pair(
         hands.append(h)
         runs.append(e)
         ratios.append(e / h)
-    figure = lambda v: Figure(statistics.median(v), min(v), max(v))  # noqa: E731
-    return figure(hands), figure(runs), statistics.median(ratios)
+    return Figure.of(hands), Figure.of(runs), ratios
+
+
+TARGET = 1.1
+"""The executor's turn against the hand loop's: at most this in 9 pairs of 10."""
 
 
 def _under(backend: str, fn: Callable[[], Awaitable[float]]) -> Callable[[], float]:
@@ -203,7 +206,7 @@ def rows(sizes: list[int], times: int) -> list[Row]:
     """(measure, N, figure, baseline and ratio, target verdict) rows; N is the turns of a run,
     and `times` (1 for `--quick`) scales the repeats."""
     del sizes
-    repeats = max(9, 5 * times)
+    repeats = max(10, 5 * times)
     found: list[Row] = []
     cases: list[tuple[str, Callable[[], float], Callable[[], float], str]] = [
         ("sync", _hand_sync, _executor_sync, "(reference)"),
@@ -214,7 +217,7 @@ def rows(sizes: list[int], times: int) -> list[Row]:
                 f"aio · {backend}",
                 _under(backend, lambda: _hand_async(False)),
                 _under(backend, lambda: _executor_async(False)),
-                "≤ 1.2×",
+                f"≤ {TARGET:g}× in 9 pairs of 10",
             )
         )
     cases.append(
@@ -222,20 +225,22 @@ def rows(sizes: list[int], times: int) -> list[Row]:
             "aio · asyncio, sync tool in a thread",
             _under("asyncio", lambda: _hand_async(True)),
             _under("asyncio", lambda: _executor_async(True)),
-            "≤ 1.2× (the hand loop threads it too)",
+            f"≤ {TARGET:g}× in 9 pairs of 10 (the hand loop threads it too)",
         )
     )
     for name, hand, executor, target in cases:
-        hand_f, run_f, ratio = _pair(hand, executor, repeats)
+        hand_f, run_f, ratios = _pair(hand, executor, repeats)
+        within = sum(r <= TARGET for r in ratios)
         verdict = target
         if target.startswith("≤"):
-            verdict = f"{'pass' if ratio <= 1.2 else 'MISS'} ({target})"
+            verdict = f"{'pass' if within >= 0.9 * len(ratios) else 'MISS'} ({target})"
         found.append(
             (
                 f"OpenAI SDK turn CPU µs · {name}",
                 str(TURNS),
                 str(run_f),
-                f"hand loop {hand_f.median:,.1f} → ×{ratio:.2f}",
+                f"hand loop {hand_f.median:,.1f} → ×{statistics.median(ratios):.2f}, "
+                f"{within}/{len(ratios)} pairs ≤ {TARGET:g}×",
                 verdict,
             )
         )

@@ -12,16 +12,20 @@ is the median of the per-repeat ratios.
 
 from __future__ import annotations
 
-__all__ = ["rows"]
+__all__ = ["main", "rows", "svg"]
 
+import argparse
 import asyncio
 import gc
+import math
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -251,34 +255,122 @@ def _targets(n: int, repeats: int) -> list[Row]:
     return found
 
 
-def _curve(sizes: list[int], repeats: int) -> list[Row]:
+SERIES = ("sync executor", "bare asyncio", "aio asyncio", "bare trio", "aio trio")
+"""The curve's lines, each CPU µs a run against how many run at once."""
+
+
+def _curve(sizes: list[int], repeats: int) -> dict[str, dict[int, Figure]]:
     """CPU µs a run against how many run at once, for the sync executor, bare asyncio and trio,
-    and `aio` on each (the graph's data)."""
-    found: list[Row] = []
+    and `aio` on each (the graph's data), interleaved within each repeat."""
     warm = [_Shape(i) for i in range(50)]
     for backend in ("asyncio", "trio"):  # the first round of each pays for its imports
         _round(backend, _bare(backend), warm), _round(backend, _executor(backend), warm)
+    found: dict[str, dict[int, Figure]] = {name: {} for name in SERIES}
     for n in sizes:
         shapes = [_Shape(i) for i in range(n)]
-        per_run: dict[str, list[float]] = {}
+        per_run: dict[str, list[float]] = {name: [] for name in SERIES}
         for _ in range(repeats):
-            per_run.setdefault("sync executor", []).append(_sync_round(shapes))
+            per_run["sync executor"].append(_sync_round(shapes))
             for backend in ("asyncio", "trio"):
                 for name, one in (("bare", _bare(backend)), ("aio", _executor(backend))):
-                    per_run.setdefault(f"{name} {backend}", []).append(_round(backend, one, shapes))
+                    per_run[f"{name} {backend}"].append(_round(backend, one, shapes))
         for name, values in per_run.items():
-            backend = name.split()[-1]
-            base = per_run.get(f"bare {backend}", per_run["sync executor"])
+            found[name][n] = _figure(values, 1e6 / n)
+    return found
+
+
+def _curve_rows(curve: dict[str, dict[int, Figure]]) -> list[Row]:
+    found: list[Row] = []
+    for name, figures in curve.items():
+        backend = name.split()[-1]
+        base = curve.get(f"bare {backend}", curve["sync executor"])
+        for n, figure in figures.items():
             found.append(
                 (
                     f"load curve · {name}, CPU µs a run",
                     f"{n:,}",
-                    str(_figure(values, 1e6 / n)),
-                    "" if values is base else f"×{_ratio(values, base):.2f} bare {backend}",
+                    str(figure),
+                    "" if base is figures else f"×{figure.median / base[n].median:.2f} {backend}",
                     "(graph data)",
                 )
             )
     return found
+
+
+COLOURS = {
+    "sync executor": "#555555",
+    "bare asyncio": "#1f77b4",
+    "aio asyncio": "#1f77b4",
+    "bare trio": "#d62728",
+    "aio trio": "#d62728",
+}
+
+
+def svg(curve: dict[str, dict[int, Figure]], note: str = "") -> str:
+    """The curve as a small self-contained SVG: CPU µs a run (medians, min–max as a bar)
+    against runs at once on a log axis; `bare` lines dashed."""
+    w, h, left, right, top, bottom = 680, 380, 64, 150, 34, 48
+    sizes = sorted({n for figures in curve.values() for n in figures})
+    peak = max(f.high for figures in curve.values() for f in figures.values())
+    step = next(s for s in (50, 100, 200, 250, 500, 1000, 2000, 5000, 1e4) if peak / s <= 8)
+    top_y = step * math.ceil(peak / step)
+    lo, hi = math.log(sizes[0]), math.log(sizes[-1])
+
+    def x(n: float) -> float:
+        return left + (math.log(n) - lo) / ((hi - lo) or 1) * (w - left - right)
+
+    def y(v: float) -> float:
+        return top + (1 - v / top_y) * (h - top - bottom)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+        f'viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{w}" height="{h}" fill="white"/>',
+        f'<text x="{left}" y="20" font-size="13">CPU µs a run (4 model calls, 6 tool calls) '
+        f"against runs at once{_escape(note)}</text>",
+    ]
+    for k in range(int(top_y / step) + 1):
+        v = k * step
+        out.append(
+            f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
+            'stroke="#e5e5e5"/>'
+            f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:,.0f}</text>'
+        )
+    for n in sizes:
+        out.append(f'<text x="{x(n):.1f}" y="{h - bottom + 18}" text-anchor="middle">{n:,}</text>')
+    out.append(
+        f'<text x="{(left + w - right) / 2:.0f}" y="{h - 10}" text-anchor="middle">'
+        "runs at once (log scale)</text>"
+        f'<text transform="translate(16 {(top + h - bottom) / 2:.0f}) rotate(-90)" '
+        'text-anchor="middle">CPU µs per run</text>'
+    )
+    for i, (name, figures) in enumerate(curve.items()):
+        colour, dash = (
+            COLOURS.get(name, "#000000"),
+            ' stroke-dasharray="5 4"' * name.startswith("bare"),
+        )
+        points = " ".join(f"{x(n):.1f},{y(f.median):.1f}" for n, f in sorted(figures.items()))
+        out.append(
+            f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
+        )
+        for n, f in figures.items():
+            out.append(
+                f'<line x1="{x(n):.1f}" x2="{x(n):.1f}" y1="{y(f.low):.1f}" y2="{y(f.high):.1f}" '
+                f'stroke="{colour}"/><circle cx="{x(n):.1f}" cy="{y(f.median):.1f}" r="3" '
+                f'fill="{colour}"/>'
+            )
+        ly = top + 10 + 20 * i
+        out.append(
+            f'<line x1="{w - right + 12}" x2="{w - right + 40}" y1="{ly}" y2="{ly}" '
+            f'stroke="{colour}" stroke-width="2"{dash}/>'
+            f'<text x="{w - right + 46}" y="{ly + 4}">{_escape(name)}</text>'
+        )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def rows(sizes: list[int], times: int) -> list[Row]:
@@ -287,4 +379,29 @@ def rows(sizes: list[int], times: int) -> list[Row]:
     del sizes
     if times == 1:
         return _targets(100, 3)
-    return _targets(1000, 5) + _curve([100, 300, 1000, 3000], 3)
+    return _targets(1000, 5) + _curve_rows(_curve(list(CURVE), 3))
+
+
+CURVE = (100, 300, 1000, 3000)
+"""The curve's concurrencies."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.load")
+    p.add_argument("--quick", action="store_true", help="100 runs at once, the curve smaller")
+    p.add_argument("--graph", type=Path, help="also write the curve as an SVG there")
+    p.add_argument("--repeats", type=int, default=5, help="rounds of each variant (default 5)")
+    args = p.parse_args(argv)
+    n, sizes = (100, [10, 30, 100]) if args.quick else (1000, list(CURVE))
+    found = _targets(n, args.repeats)
+    if args.graph is not None:
+        curve = _curve(sizes, max(1, args.repeats - 2))
+        found += _curve_rows(curve)
+        args.graph.write_text(svg(curve, f" · {date.today()}"))
+    for row in found:
+        print(" | ".join(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

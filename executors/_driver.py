@@ -33,10 +33,6 @@ Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
 Work = Callable[[], Awaitable[Observation]]
 
 
-def _nothing() -> None:
-    pass
-
-
 class Driver:
     """One run's bookkeeping: the tasks in flight, keyed by command id, and what came back."""
 
@@ -60,12 +56,14 @@ class Driver:
         tools = session.loop.spec.tools
         self.timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in tools}
         self.group = Tasks()
-        self.inbox = Inbox(self.group.event)
+        self.inbox = Inbox(self.group.trio)
         self.tasks: dict[str, Callable[[], object]] = {}  # what cancels the work in flight, by id
         self.launch: list[tuple[str, Work]] = []  # the work the loop handed out, not yet begun
-        self.rearm: Any = None  # an event set to make the alarm read the deadline again
+        self.armed = False  # whether the alarm is to be set again when the deadline moves
+        self.timer: Any = None  # the deadline's alarm (`Tasks.call_later`)
+        self.failed: BaseException | None = None  # what stepping the loop raised in `ring`
         self.inline_key: str | None = None  # the work this task awaits itself, if any
-        self.inline_scope: anyio.CancelScope  # ...and the scope `driven` awaits it in
+        self.inline_scope: Any  # ...and the scope `driven` awaits it in (`Tasks.scope`)
         self.complete = model_caller(model, session)
 
     async def model_call(self, command: CallModel) -> Observation:
@@ -80,43 +78,6 @@ class Driver:
                 return model_failed(command.id, e, now())
             raise
         return ModelReplied(command.id, response, now=now())
-
-    async def serve(self, group: Tasks) -> bool:
-        """Carry out what the loop hands out until it finishes; True if there is nothing left
-        to wait for but approvals, or the run was called off. Work handed out alone, with
-        nothing else in flight (a model call, a lone tool call), is awaited here, not in a task
-        of its own: the common turn costs no task. The caller's cancel scope around this is
-        cancelled only if the alarm's `Tick` makes such work stale (the loop has moved on
-        without its result): then it is called again, in a new scope."""
-        tasks, inbox, launch, session, step = (
-            self.tasks,
-            self.inbox,
-            self.launch,
-            self.session,
-            self.step,
-        )
-        while session.finish is None:
-            if len(launch) == 1 and not tasks:
-                key, work = launch.pop()
-                self.inline_key = key
-                obs = await work()
-                if self.inline_key != key:
-                    return False  # the alarm gave up on it as it came back
-                self.inline_key = None
-                step(obs)
-                continue
-            for key, work in launch:
-                tasks[key] = group.start(self.task, key, work)
-            launch.clear()
-            if not tasks:
-                return True
-            got = await inbox.get()
-            if got is not None and got[0] in tasks:
-                if got[1] is None:
-                    return True
-                del tasks[got[0]]
-                step(got[1])
-        return False
 
     async def task(self, key: str, work: Work) -> None:
         try:
@@ -136,8 +97,8 @@ class Driver:
         for handed in session.hand_out(commands, self.approve is not None):
             self.launch.append((handed.id, self.work(handed)))
         self.abandon_stale()
-        if self.rearm is not None and session.alarm_moved():
-            self.rearm.set()
+        if self.armed and session.alarm_moved():
+            self.arm()
 
     def work(self, command: CallModel | RunTool | AwaitApproval) -> Work:
         """What carrying out `command` takes, not yet begun."""
@@ -164,29 +125,45 @@ class Driver:
             self.inline_key = None
             self.inline_scope.cancel()
 
-    async def alarm(self) -> None:
-        """Wake the loop when its deadline is due, even while every task is still busy. The
-        deadline moves as the run goes (time spent waiting only for a person does not count),
-        so `step` re-arms this when it does; the session says when a `Tick` goes out."""
-        session = self.session
-        while True:
-            wait = session.alarm(1e-6)
-            self.rearm = rearm = self.group.event()
-            if wait is None:
-                await rearm.wait()
-                continue
-            with anyio.CancelScope(deadline=anyio.current_time() + wait):
-                await rearm.wait()
-                continue
-            if (tick := session.tick()) is not None:
-                self.step(tick)
-                self.inbox.wake()
+    def arm(self) -> None:
+        """Set the alarm that wakes the loop when its deadline is due, even while every task is
+        still busy: a timer (`ring`), not a task. The deadline moves as the run goes (time spent
+        waiting only for a person does not count), so `step` sets it again when it does."""
+        if self.timer is not None:
+            self.timer.cancel()
+        wait = self.session.alarm(1e-6)
+        self.timer = None if wait is None else self.group.call_later(wait, self.ring)
 
-    async def drive(self) -> Run:
+    def ring(self) -> None:
+        """The deadline is due: the session says whether a `Tick` goes out. What stepping the
+        loop raises is the run's (raised where the driving task wakes, as an alarm task's
+        would be), so that task is woken."""
+        self.timer = None
+        try:
+            if (tick := self.session.tick()) is not None:
+                self.step(tick)
+            self.arm()
+        except BaseException as e:
+            self.failed = e
+            if self.inline_key is not None:
+                self.inline_key = None
+                self.inline_scope.cancel()
+        self.inbox.wake()
+
+    def disarm(self) -> None:
+        self.armed = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def drive(self) -> Awaitable[Run]:
         """Carry out the loop's commands until it finishes or only approvals are left; under
         trio, a Ctrl-C never lands halfway through a step."""
         if not self.group.trio:
-            return await self.driven()
+            return self.driven()
+        return self._ki_protected()
+
+    async def _ki_protected(self) -> Run:
         import trio
 
         self.step = trio.lowlevel.enable_ki_protection(self.step)  # type: ignore[method-assign]
@@ -196,33 +173,69 @@ class Driver:
             del self.step  # would wait for the garbage collector, which costs a run under load
 
     async def driven(self) -> Run:
-        """`drive`: the run's tasks in one group, the work handed out alone awaited in a cancel
-        scope that lasts until the alarm cancels stale work in it."""
-        tasks, launch = self.tasks, self.launch
+        """`drive`: the run's tasks in one group. Work handed out alone, with nothing else in
+        flight (a model call, a lone tool call), is awaited in this task, not in one of its
+        own: the common turn costs no task. It is awaited in a cancel scope that lasts until
+        the alarm's `Tick` makes such work stale (the loop moved on without its result) and
+        cancels it; then the loop goes on in a new scope. Done when nothing is left to wait
+        for but approvals, or the run was called off."""
+        tasks, inbox, launch, session, step = (
+            self.tasks,
+            self.inbox,
+            self.launch,
+            self.session,
+            self.step,
+        )
         try:
             async with self.group as group:
-                stop_alarm: Callable[[], object] = _nothing
                 try:
-                    self.step(None)
-                    if self.session.finish is None and launch:
-                        stop_alarm = group.start(self.alarm)
-                    while self.session.finish is None:
-                        self.inline_scope = scope = anyio.CancelScope()
-                        done = False
+                    step(None)
+                    if session.finish is None and launch:
+                        self.armed = True
+                        self.arm()
+                    done = False
+                    while session.finish is None and not done:
+                        self.inline_scope = scope = group.scope()
                         with scope:
-                            done = await self.serve(group)
+                            while session.finish is None:
+                                if len(launch) == 1 and not tasks:
+                                    key, work = launch.pop()
+                                    self.inline_key = key
+                                    obs = await work()
+                                    if self.inline_key != key:
+                                        break  # the alarm gave up on it as it came back
+                                    if self.failed is not None:
+                                        raise self.failed
+                                    self.inline_key = None
+                                    step(obs)
+                                    continue
+                                for key, work in launch:
+                                    tasks[key] = group.start(self.task, key, work)
+                                launch.clear()
+                                if not tasks:
+                                    done = True
+                                    break
+                                got = await inbox.get()
+                                if self.failed is not None:
+                                    raise self.failed
+                                if got is not None and got[0] in tasks:
+                                    if got[1] is None:
+                                        done = True
+                                        break
+                                    del tasks[got[0]]
+                                    step(got[1])
                         self.inline_key = None
-                        if done:
-                            break
+                        if self.failed is not None:
+                            raise self.failed
                 finally:  # the loop gave up on all of it, unless the run was called off
-                    stop_alarm()
+                    self.disarm()
                     for cancel in tasks.values():
                         cancel()
         except BaseException as exc:
-            if self.session.finish is not None or not cancelled(exc):
+            if session.finish is not None or not cancelled(exc):
                 raise
-            self.step(Cancelled("the run was cancelled", now=self.now()))
+            step(Cancelled("the run was cancelled", now=self.now()))
         # a task raised asyncio's cancel of its own (an approver's): the run is called off
-        if self.session.finish is None and tasks:
-            self.step(Cancelled("the run was cancelled", now=self.now()))
-        return self.session.run()
+        if session.finish is None and tasks:
+            step(Cancelled("the run was cancelled", now=self.now()))
+        return session.run()

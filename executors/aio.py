@@ -103,7 +103,7 @@ async def run(
     # a list of tools is no runner: not asking the runtime protocol saves a run 12 µs
     runner = Toolbox(tools) if type(tools) is list else as_runner(tools)
     run_call = lazy_caller(runner, deps)
-    with opened(journal, loop) as journaled:
+    with opened(journal, loop) if journal is not None else _NO_JOURNAL as journaled:
         session = Session(
             spec,
             prompt,
@@ -116,3 +116,7 @@ async def run(
             on_step=on_step,
         )
         return await Driver(session, model, runner, run_call, approve, tool_timeout, deps).drive()
+
+
+_NO_JOURNAL = contextlib.nullcontext(None)
+"""`opened(None, ...)` without a generator a run (a `nullcontext` can be entered again)."""
