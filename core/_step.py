@@ -408,7 +408,9 @@ class Step:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             return commands
         if decision in _ASKS:
-            if decision is FINALIZE:
+            if not args:  # the next turn, asked at once: nothing else to write
+                not_before = None
+            elif decision is FINALIZE:
                 reason, why, note = args
                 close(st, why)
                 st.summarizing = None
@@ -416,7 +418,7 @@ class Step:
                 st.messages.append(UserMessage(note))
                 not_before = None
             else:
-                not_before, next_model, summarize = args or _NO_ARGS
+                not_before, next_model, summarize = args
                 if summarize is not None:
                     st.summarizing = summarize
                 if not_before is not None:
@@ -451,7 +453,6 @@ given)`: first a `_record` writer to call with `args` (the state first), then th
 
 _WAITING: Plan = (WAIT, ())
 _ASKING: Plan = (ASK, ())
-_NO_ARGS = (None, False, None)
 _WRITTEN = object()  # `given` for a plan that reads what its write returned
 
 
