@@ -408,16 +408,14 @@ class Step:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             return commands
         if decision in _ASKS:
-            if not args:  # the next turn, asked at once: nothing else to write
-                not_before = None
-            elif decision is FINALIZE:
+            not_before = None
+            if decision is FINALIZE:
                 reason, why, note = args
                 close(st, why)
                 st.summarizing = None
                 st.stop_reason = reason
                 st.messages.append(UserMessage(note))
-                not_before = None
-            else:
+            elif args:  # (none: the next turn, asked at once)
                 not_before, next_model, summarize = args
                 if summarize is not None:
                     st.summarizing = summarize
