@@ -3,7 +3,7 @@ far, the tools offered and whether one must be called, caching, and the answer's
 
 from __future__ import annotations
 
-__all__ = ["Requests", "cache_key", "request", "summary_request"]
+__all__ = ["Requests", "cache_key", "summary_request"]
 
 import hashlib
 from collections.abc import Sequence
@@ -19,9 +19,12 @@ from ._machine import FINALIZING
 from ._messages import Message, UserMessage
 from ._observations import Event, Started
 from ._output import Output
+from ._request import ToolChoice
 from ._spec import LoopSpec
 from ._state import Compacted, LoopState
 from ._tools import ToolSpec
+
+_TURN, _FINALIZE = Purpose.turn, Purpose.finalize  # read once: each lookup costs a call
 
 
 def cache_key(events: Sequence[Event]) -> str:
@@ -33,34 +36,6 @@ def cache_key(events: Sequence[Event]) -> str:
         first = msgspec.structs.replace(first, tools=())
     data = b"" if first is None else canonical.encode(msgspec.structs.replace(first, now=0.0))
     return "turnstile-" + hashlib.blake2b(data, digest_size=12).hexdigest()
-
-
-def request(
-    spec: LoopSpec,
-    st: LoopState,
-    offered: Sequence[ToolSpec],
-    output: Output | None,
-    key: str | None,
-    messages: Sequence[Message],
-    model: str | None,
-) -> ModelRequest:
-    """The next request, sending `messages` (the ledger, or what compaction makes of it) to
-    `model`. Finalizing, it offers no tools: the answer must come from what is known."""
-    cache = spec.cache if spec.cache.enabled else None
-    final = st.phase is FINALIZING
-    return ModelRequest(
-        spec.system,
-        messages,
-        () if final else offered,
-        spec.max_tokens,
-        Purpose.finalize if final else Purpose.turn,
-        "auto" if final or output is None else output.tool_choice(st.messages[-1]),
-        spec.server_tools,
-        cache,
-        key if cache is not None else None,
-        None if output is None else output.format,
-        model,
-    )
 
 
 def summary_request(
@@ -96,10 +71,11 @@ class Requests:
     the ledger grows (so a provider's cache of its wire form holds), rebuilt after a new
     compaction or a load."""
 
-    __slots__ = ("_key", "_view", "_view_n", "_view_of", "spec")
+    __slots__ = ("_cache", "_key", "_view", "_view_n", "_view_of", "spec")
 
     def __init__(self, spec: LoopSpec) -> None:
         self.spec = spec
+        self._cache = spec.cache if spec.cache.enabled else None
         self._key: str | None = spec.cache.key
         self._view: list[Message] = []
         self._view_of: Compacted | None = None
@@ -108,10 +84,13 @@ class Requests:
     def next(
         self, st: LoopState, offered: Sequence[ToolSpec], output: Output | None
     ) -> ModelRequest:
-        """The request of the model call `st` asks for next."""
-        spec = self.spec
-        if self._key is None and spec.cache.enabled:
+        """The request of the model call `st` asks for next: the conversation so far (the
+        ledger, or what compaction makes of it) to the model asked. Finalizing, it offers no
+        tools: the answer must come from what is known."""
+        spec, cache = self.spec, self._cache
+        if self._key is None and cache is not None:
             self._key = cache_key(st.events)
+        key = None if cache is None else self._key
         models = spec.models
         model = models[min(st.model_index, len(models) - 1)] if models else None
         if st.summarizing is not None:
@@ -122,7 +101,26 @@ class Requests:
             return summary_request(spec, offered, older, prompt, self._key, model)
         messages = st.messages
         sent = History(messages, len(messages)) if not st.compactions else self._sent(st, None)
-        return request(spec, st, offered, output, self._key, sent, model)
+        choice: ToolChoice = "auto"
+        if st.phase is FINALIZING:
+            offered, purpose = (), _FINALIZE
+        else:
+            purpose = _TURN
+            if output is not None:
+                choice = output.tool_choice(messages[-1])
+        return ModelRequest(
+            spec.system,
+            sent,
+            offered,
+            spec.max_tokens,
+            purpose,
+            choice,
+            spec.server_tools,
+            cache,
+            key,
+            None if output is None else output.format,
+            model,
+        )
 
     def _sent(self, st: LoopState, upto: int | None) -> Any:
         """What a request sends of the ledger (up to `upto`, else all of it): the ledger itself

@@ -18,6 +18,7 @@ __all__ = ["checked", "started"]
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
+from math import isfinite
 from typing import Any, cast
 
 import msgspec
@@ -78,7 +79,16 @@ REPAIRED = "\n(turnstile: characters that were not valid Unicode were replaced w
 def checked(obs: Observation, after: float | None) -> Observation:
     """`obs` as the state will hold it, or `InvalidObservation`; `after`: the time of the last
     event, which `obs.now` may not precede."""
-    if type(obs) is ToolReturned and _plain(obs):  # the common case, already as it must be
+    if (  # the common result, already as it must be (checked inline: this runs once a call)
+        type(obs) is ToolReturned
+        and type(obs.call_id) is str
+        and type(obs.content) is str
+        and type(obs.is_error) is bool
+        and type(obs.now) is float
+        and isfinite(obs.now)
+        and obs.content.isascii()  # O(1): ASCII holds no surrogate
+        and obs.call_id.isascii()
+    ):
         copy: Observation = obs
     elif type(obs) is ModelReplied:
         copy = _plain_reply(obs) or _copied(obs)
@@ -123,18 +133,6 @@ def _prefill(message: AssistantMessage) -> bool:
     return bool(message.content) and all(type(p) is Text for p in message.content)
 
 
-def _plain(obs: ToolReturned) -> bool:
-    return (
-        type(obs.call_id) is str
-        and type(obs.content) is str
-        and type(obs.is_error) is bool
-        and type(obs.now) is float
-        and math.isfinite(obs.now)
-        and obs.content.isascii()  # O(1): ASCII holds no surrogate
-        and obs.call_id.isascii()
-    )
-
-
 _INT64 = 2**63
 
 
@@ -143,7 +141,7 @@ def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
     as its JSON round trip would copy it, without one; None for anything else, which `_copied`
     checks the careful way. Frozen parts with nothing mutable in them are shared."""
     r, now, model = obs.response, obs.now, obs.model
-    if type(r) is not ModelResponse or type(now) is not float or not math.isfinite(now):
+    if type(r) is not ModelResponse or type(now) is not float or not isfinite(now):
         return None
     content, usage = r.content, r.usage
     if type(content) is not list or type(r.stop) is not ModelStop or type(usage) is not Usage:
@@ -189,7 +187,7 @@ def _plain_reply(obs: ModelReplied) -> ModelReplied | None:
                     if not -_INT64 <= value < _INT64:
                         return None
                 elif of is float:
-                    if not math.isfinite(value):
+                    if not isfinite(value):
                         return None
                 elif value is not None and of is not bool:
                     return None

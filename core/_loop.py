@@ -135,7 +135,7 @@ class Loop:
         obs = checked(obs, events[-1].now if events else None)  # check it at the boundary
         step = self._step
         reused = record(st, obs, self.spec, step.tools)  # write it down, or refuse it
-        return step.after(moves, type(obs), reused)  # decide, and apply the decision
+        return step.after(moves, obs, reused)  # decide, and apply the decision
 
     def _last_time(self) -> float | None:
         events = self.state.events

@@ -38,6 +38,7 @@ from ._messages import (
     ToolCall,
     ToolResult,
     ToolResults,
+    Usage,
     UserMessage,
     text_of,
 )
@@ -78,18 +79,20 @@ def record(
     """Write `obs` (checked at the boundary) to the ledger, or raise `ProtocolError` when it
     answers nothing outstanding, leaving the state as it was. For a reply whose calls share an
     id, returns each renamed call's new id and the id it came with."""
-    match obs:  # most frequent first: a reply's calls each return
-        case ToolReturned():
-            for p in st.round:  # (`_call`, inline: this runs once a call)
-                if p.call.id == obs.call_id and p.status in _BUSY:
-                    break
-            else:
-                p = _call(st, obs, _BUSY)  # raises
-            st.events.append(obs)
-            p.result = ToolResult(obs.call_id, obs.content, obs.is_error)
-            p.status = _DONE
-        case ModelReplied():
-            return _replied(st, obs, spec)
+    if type(obs) is ToolReturned:  # most frequent first: a reply's calls each return
+        call_id = obs.call_id
+        for p in st.round:  # (`_call`, inline: this runs once a call)
+            if p.call.id == call_id and p.status in _BUSY:
+                break
+        else:
+            p = _call(st, obs, _BUSY)  # raises
+        st.events.append(obs)
+        p.result = ToolResult(call_id, obs.content, obs.is_error)
+        p.status = _DONE
+        return _NOT_RENAMED
+    if type(obs) is ModelReplied:
+        return _replied(st, obs, spec)
+    match obs:
         case ToolStarted():
             p = _call(st, obs, _SENT)
             st.events.append(obs)
@@ -150,7 +153,14 @@ def _replied(st: LoopState, obs: ModelReplied, spec: LoopSpec) -> dict[str, str]
     usage = response.usage
     if st.retries:
         st.retries = 0
-    st.usage = st.usage + usage
+    total = st.usage  # (`Usage.__add__`, inline: this runs once a turn)
+    st.usage = Usage(
+        total.input_tokens + usage.input_tokens,
+        total.output_tokens + usage.output_tokens,
+        total.cache_read_tokens + usage.cache_read_tokens,
+        total.cache_write_tokens + usage.cache_write_tokens,
+        total.reasoning_tokens + usage.reasoning_tokens,
+    )
     if spec.prices:
         price = _price(st, spec, obs.model)
         if price is not None:  # a float, so the state dumps: more than any budget
@@ -298,8 +308,11 @@ def round_written(
         assert r is not None
         results.append(r)
         digest.append((call.name, call.arguments, r.content, r.is_error))
-        content = r.content  # (`part_tokens` of text, inline: this runs once a call)
-        tokens += estimate_tokens(content) if type(content) is str else part_tokens(content)
+        content = r.content  # (`part_tokens` of ASCII text, inline: this runs once a call)
+        if type(content) is str and content.isascii():
+            tokens += (len(content) + 2) // 3
+        else:
+            tokens += part_tokens(content)
         failed = failed and r.is_error and r.content != INTERRUPTED  # a crash is no failure
         if finish is None and not r.is_error and call.name in finishers:
             finish = call

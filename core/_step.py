@@ -159,15 +159,15 @@ class Step:
         self._late = self.checks.deadline_passed(self.state, now)
 
     def after(
-        self, moves: dict[Decision, Phase], kind: type[Observation], reused: dict[str, str]
+        self, moves: dict[Decision, Phase], obs: Observation, reused: dict[str, str]
     ) -> list[Command]:
-        """Decide on the observation of type `kind` just recorded (the ledger's last event) and
-        act: `reused`, a reply's calls renamed because it gave an earlier call their id."""
-        st = self.state
+        """Decide on `obs`, just recorded, and act: `reused`, a reply's calls renamed because it
+        gave an earlier call their id."""
         self._moves = moves  # (`at`, inline: this runs twice a turn)
-        self._now = now = st.events[-1].now
+        self._now = now = obs.now
         checks = self.checks
-        self._late = checks.deadline_s is not None and checks.deadline_passed(st, now)
+        self._late = checks.deadline_s is not None and checks.deadline_passed(self.state, now)
+        kind = type(obs)
         plan = self.decide(kind, reused)
         while len(plan) == 4:  # (`act`, inline: this runs twice a turn)
             write, args, then, given = plan
@@ -291,7 +291,10 @@ class Step:
         """Start what may run now (`schedule`); then wait for it, or for a human, or go on."""
         if self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
-        starts, open_ = schedule(self.state.round, self.tools)
+        round_ = self.state.round
+        if len(round_) == 1 and round_[0].status is _QUEUED:  # (`schedule`: a lone call starts)
+            return (RUN, (round_, asks))
+        starts, open_ = schedule(round_, self.tools)
         if open_ is BUSY:
             return (RUN, (starts, asks))
         if open_ is ASKED:
@@ -405,15 +408,15 @@ class Step:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             return commands
         if decision in _ASKS:
+            not_before = None
             if decision is FINALIZE:
                 reason, why, note = args
                 close(st, why)
                 st.summarizing = None
                 st.stop_reason = reason
                 st.messages.append(UserMessage(note))
-                not_before = None
-            else:
-                not_before, next_model, summarize = args or _NO_ARGS
+            elif args:  # (none: the next turn, asked at once)
+                not_before, next_model, summarize = args
                 if summarize is not None:
                     st.summarizing = summarize
                 if not_before is not None:
@@ -448,7 +451,6 @@ given)`: first a `_record` writer to call with `args` (the state first), then th
 
 _WAITING: Plan = (WAIT, ())
 _ASKING: Plan = (ASK, ())
-_NO_ARGS = (None, False, None)
 _WRITTEN = object()  # `given` for a plan that reads what its write returned
 
 
