@@ -37,6 +37,10 @@ from ._wire import json_value
 if TYPE_CHECKING:
     import httpx2
 
+# How many times one call's dropped stream is picked up where it broke, when its format can (a
+# Responses stream in background mode); each pick-up that fails is one more drop.
+_RESUMES = 3
+
 
 class Wire(NamedTuple):
     """One wire format: which SDK carries it, where it posts, its default model, and its codec."""
@@ -127,11 +131,20 @@ class WireClient:
             response = self.sdk.post(self.wire.path, cast_to=raw, body=body, stream=self.stream)
             try:
                 if not _is_event_stream(response):
-                    return read_body(self.wire, response.read())
+                    return self._received(request, read_body(self.wire, response.read()))
                 reader = StreamReader(self.wire, self._deltas(on_delta))
-                for chunk in response.iter_bytes():
-                    reader.feed(chunk)
-                return reader.result()
+                for resumes in range(_RESUMES + 1):
+                    try:
+                        for chunk in response.iter_bytes():
+                            reader.feed(chunk)
+                        return self._received(request, reader.result())
+                    except Exception as exc:
+                        rest = reader.resume(exc, self.wire.path) if resumes < _RESUMES else None
+                        if rest is None:
+                            raise
+                    response.close()
+                    response = self.sdk.get(rest[0], cast_to=raw, options=rest[1], stream=True)
+                raise AssertionError("unreachable: the last attempt returns or raises")
             finally:
                 response.close()
         except Exception as exc:
@@ -154,11 +167,22 @@ class WireClient:
             )
             try:
                 if not _is_event_stream(response):
-                    return read_body(self.wire, await response.aread())
+                    return self._received(request, read_body(self.wire, await response.aread()))
                 reader = StreamReader(self.wire, self._deltas(on_delta))
-                async for chunk in response.aiter_bytes():
-                    reader.feed(chunk)
-                return reader.result()
+                for resumes in range(_RESUMES + 1):
+                    try:
+                        async for chunk in response.aiter_bytes():
+                            reader.feed(chunk)
+                        return self._received(request, reader.result())
+                    except Exception as exc:
+                        rest = reader.resume(exc, self.wire.path) if resumes < _RESUMES else None
+                        if rest is None:
+                            raise
+                    await response.aclose()
+                    response = await self.sdk.get(
+                        rest[0], cast_to=raw, options=rest[1], stream=True
+                    )
+                raise AssertionError("unreachable: the last attempt returns or raises")
             finally:
                 await response.aclose()
         except Exception as exc:
@@ -185,6 +209,10 @@ class WireClient:
         stream = {"stream": True} if self.stream else {}
         model = request.model or self.model  # a spec's models (a fallback) before the client's
         return self.wire.encode(request, model=model, cache=self.cache, **stream, **self.options)
+
+    def _received(self, request: ModelRequest, reply: ModelResponse) -> ModelResponse:
+        """The reply to `request` as the run keeps it (a format may mark what it needs later)."""
+        return reply
 
 
 def read_body(wire: Wire, content: bytes) -> ModelResponse:
@@ -221,6 +249,18 @@ class StreamReader:
             self._event(event)
         return self._accumulator.result()
 
+    def resume(self, error: Exception, path: str) -> tuple[str, dict[str, Any]] | None:
+        """Where the rest of this stream is, after `error` cut it (the connection dropped, or it
+        ended before its terminal event): the path under `path` and the request's options, when
+        the accumulator can say (`resume_point()`: the reply's id and its last event's number);
+        the events from there on are fed as this stream's. Else None: the call failed."""
+        point = getattr(self._accumulator, "resume_point", None)
+        if point is None or not _dropped(error) or (at := point()) is None:
+            return None
+        self._events = SSEDecoder()  # the rest is a new event stream
+        reply_id, after = at
+        return f"{path}/{reply_id}", {"params": {"stream": "true", "starting_after": after}}
+
     def _event(self, event: SSEEvent) -> None:
         index, self._seen = self._seen, self._seen + 1
         if event.data in ("", "[DONE]"):  # Chat's streams end with `[DONE]`, which says nothing
@@ -231,6 +271,15 @@ class StreamReader:
         for delta in self._accumulator.feed(payload):
             if self._on_delta is not None:
                 self._on_delta(delta)
+
+
+def _dropped(error: Exception) -> bool:
+    """`error` is a stream cut short: the connection failed, or the events ended too soon."""
+    if isinstance(error, ProviderError):
+        return error.kind == "incomplete_stream"
+    import httpx2  # imported already: `complete` asked for it
+
+    return isinstance(error, httpx2.TransportError)
 
 
 def _reraise(exc: Exception, model: str | None) -> NoReturn:

@@ -33,6 +33,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from turnstile.core import ModelRequest, ToolSpec
 from turnstile.core.messages import (
     ModelResponse,
@@ -55,11 +56,14 @@ from ._responses_items import (
     FORMAT,
     SUMMARY_JOIN,
     TEXT_FIELDS,
+    chained,
     fold,
     function_call,
     message,
     other_item,
     reasoning,
+    stored,
+    waiting,
 )
 from ._text import Pieces, heal
 from ._wire import (
@@ -74,18 +78,6 @@ from ._wire import (
     tool_call_id,
 )
 
-# An item only the client can answer, other than a function call: the item type answering it,
-# the key of the call it answers, and the call's key that holds that value.
-_ANSWERS = {
-    "local_shell_call": ("local_shell_call_output", "id", "call_id"),
-    "shell_call": ("shell_call_output", "call_id", "call_id"),
-    "apply_patch_call": ("apply_patch_call_output", "call_id", "call_id"),
-    "computer_call": ("computer_call_output", "call_id", "call_id"),
-    "custom_tool_call": ("custom_tool_call_output", "call_id", "call_id"),
-    "mcp_approval_request": ("mcp_approval_response", "approval_request_id", "id"),
-    "tool_search_call": ("tool_search_output", "call_id", "call_id"),
-}
-_ANSWER_KEYS = {answer: key for answer, key, _ in _ANSWERS.values()}
 # Schema keywords whose values are JSON values, not schemas: `_closed` leaves them as they are.
 _VALUES = frozenset({"const", "default", "enum", "examples"})
 # The reasons an `incomplete` response gives (`incomplete_details.reason`) that a stop names.
@@ -213,22 +205,8 @@ def decode(body: dict[str, Any]) -> ModelResponse:
         else:
             content.append(other_item(item, kind, where))
     called = any(type(p) is ToolCall for p in content)
-    stop, raw_stop = _stop(body, status, refused, called, _waiting(output))
+    stop, raw_stop = _stop(body, status, refused, called, waiting(output))
     return reply(content, stop, _usage(body), raw_stop, body)
-
-
-def _waiting(output: list[dict[str, Any]]) -> str | None:
-    """The type of the first item the client must answer that `output` does not answer itself
-    (a hosted shell's output follows its call; the server may run a tool search), or None."""
-    typed = [(peek(item, "type", str, ""), item) for item in output]
-    given = {(k, peek(item, _ANSWER_KEYS[k], str, None)) for k, item in typed if k in _ANSWER_KEYS}
-    for kind, item in typed:
-        if kind in _ANSWERS and (kind != "tool_search_call" or item.get("execution") == "client"):
-            answer, _, key = _ANSWERS[kind]
-            ref = peek(item, key, str, None)
-            if ref is None or (answer, ref) not in given:
-                return kind
-    return None
 
 
 def _stop(
@@ -293,6 +271,21 @@ class StreamAccumulator:
         self._done_items: dict[int, dict[str, Any]] = {}
         self._result: ModelResponse | None = None
         self._error: ProviderError | None = None
+        self._resumable: tuple[str, int] | None = None  # a background reply's id, last event
+
+    def resume_point(self) -> tuple[str, int] | None:
+        """The reply's id and the `sequence_number` of the last event read, to ask for the rest
+        of the stream after (`starting_after`); None unless the reply runs in background mode,
+        the only one the API keeps streaming from."""
+        return self._resumable
+
+    def _follow(self, event: dict[str, Any]) -> None:
+        response, number = event.get("response"), event.get("sequence_number")
+        if isinstance(response, dict) and isinstance(response.get("id"), str):
+            background = response.get("background") is True
+            self._resumable = (response["id"], -1) if background else None
+        if self._resumable is not None and type(number) is int:
+            self._resumable = (self._resumable[0], number)
 
     def feed(self, event: dict[str, Any]) -> list[Delta]:
         """Take one event; returns the deltas it yields (often none). Raises `ProviderError` for
@@ -300,7 +293,8 @@ class StreamAccumulator:
         carry; unknown event types are ignored."""
         if self._result is not None or self._error is not None:
             return []
-        match expect(event, dict, "").get("type"):
+        self._follow(expect(event, dict, ""))
+        match event.get("type"):
             case "response.output_item.added":
                 at, item = self._item(event), field(event, "item", dict, "")
                 self._opened.add(at)
@@ -458,3 +452,22 @@ class Client(WireClient):
     **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`)."""
 
     wire = Wire("openai", "/responses", "gpt-5.1", encode, decode, StreamAccumulator)
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        """With `store=True`, a history that continues a response this server stored sends only
+        what follows it, naming it as `previous_response_id` (`_responses_items.chained`)."""
+        chain = chained(request.messages, self._server) if self.options.get("store") else None
+        if chain is None:
+            return super()._body(request)
+        previous, start = chain
+        rest = msgspec.structs.replace(request, messages=list(request.messages[start:]))
+        stream = {"stream": True} if self.stream else {}
+        options = {**stream, **self.options, "previous_response_id": previous}
+        return self.wire.encode(rest, model=request.model or self.model, **options)
+
+    def _received(self, request: ModelRequest, reply: ModelResponse) -> ModelResponse:
+        return stored(reply, request.messages, self._server) if self.options.get("store") else reply
+
+    @property
+    def _server(self) -> str:
+        return str(self.sdk.base_url)
