@@ -133,18 +133,15 @@ class WireClient:
                 if not _is_event_stream(response):
                     return self._received(request, read_body(self.wire, response.read()))
                 reader = StreamReader(self.wire, self._deltas(on_delta))
-                for resumes in range(_RESUMES + 1):
+                while True:
                     try:
                         for chunk in response.iter_bytes():
                             reader.feed(chunk)
                         return self._received(request, reader.result())
                     except Exception as exc:
-                        rest = reader.resume(exc, self.wire.path) if resumes < _RESUMES else None
-                        if rest is None:
-                            raise
+                        path, options = reader.resume(exc, self.wire.path)
                     response.close()
-                    response = self.sdk.get(rest[0], cast_to=raw, options=rest[1], stream=True)
-                raise AssertionError("unreachable: the last attempt returns or raises")
+                    response = self.sdk.get(path, cast_to=raw, options=options, stream=True)
             finally:
                 response.close()
         except Exception as exc:
@@ -169,20 +166,15 @@ class WireClient:
                 if not _is_event_stream(response):
                     return self._received(request, read_body(self.wire, await response.aread()))
                 reader = StreamReader(self.wire, self._deltas(on_delta))
-                for resumes in range(_RESUMES + 1):
+                while True:
                     try:
                         async for chunk in response.aiter_bytes():
                             reader.feed(chunk)
                         return self._received(request, reader.result())
                     except Exception as exc:
-                        rest = reader.resume(exc, self.wire.path) if resumes < _RESUMES else None
-                        if rest is None:
-                            raise
+                        path, options = reader.resume(exc, self.wire.path)
                     await response.aclose()
-                    response = await self.sdk.get(
-                        rest[0], cast_to=raw, options=rest[1], stream=True
-                    )
-                raise AssertionError("unreachable: the last attempt returns or raises")
+                    response = await self.sdk.get(path, cast_to=raw, options=options, stream=True)
             finally:
                 await response.aclose()
         except Exception as exc:
@@ -239,6 +231,7 @@ class StreamReader:
         self._accumulator = wire.accumulator()
         self._on_delta = on_delta
         self._seen = 0
+        self._resumes = 0
 
     def feed(self, chunk: bytes) -> None:
         for event in self._events.feed(chunk):
@@ -249,14 +242,18 @@ class StreamReader:
             self._event(event)
         return self._accumulator.result()
 
-    def resume(self, error: Exception, path: str) -> tuple[str, dict[str, Any]] | None:
+    def resume(self, error: Exception, path: str) -> tuple[str, dict[str, Any]]:
         """Where the rest of this stream is, after `error` cut it (the connection dropped, or it
         ended before its terminal event): the path under `path` and the request's options, when
-        the accumulator can say (`resume_point()`: the reply's id and its last event's number);
-        the events from there on are fed as this stream's. Else None: the call failed."""
+        the accumulator can say (`resume_point()`: the reply's id and its last event's number)
+        and the stream was not picked up `_RESUMES` times already; the events from there on are
+        fed as this stream's. Else raises `error`: the call failed."""
         point = getattr(self._accumulator, "resume_point", None)
-        if point is None or not _dropped(error) or (at := point()) is None:
-            return None
+        if point is None or not _dropped(error) or self._resumes >= _RESUMES:
+            raise error
+        if (at := point()) is None:
+            raise error
+        self._resumes += 1
         self._events = SSEDecoder()  # the rest is a new event stream
         reply_id, after = at
         return f"{path}/{reply_id}", {"params": {"stream": "true", "starting_after": after}}
