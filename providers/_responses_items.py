@@ -16,8 +16,9 @@ another format may hold what has no form here (another provider's thinking, its 
 left out, as that provider's own history keeps it.
 
 Server-side state (`store=True`): a reply the server stored is `stored`, its last text or call
-keeping under `STORED` the response's id, the server's URL and how many messages, of which digest,
-it answered; `chained` reads that back from a history. A part's `STORED` never goes on the wire.
+keeping under `STORED` the response's id, the server's URL, the model asked, and how many
+messages, of which digest, it answered; `chained` reads that back from a history. A part's
+`STORED` never goes on the wire.
 """
 
 from __future__ import annotations
@@ -259,14 +260,16 @@ def waiting(output: list[dict[str, Any]]) -> str | None:
 # -- server-side state -----------------------------------------------------------------------------
 
 
-def stored(reply: ModelResponse, messages: Sequence[Message], server: str) -> ModelResponse:
-    """`reply`, which `server` stored as a response to `messages`, with its last text or call
-    marked so: the next request of this history can name the response instead of resending it.
-    A reply without an id, or without a text or call, is left as it is."""
+def stored(
+    reply: ModelResponse, messages: Sequence[Message], server: str, model: str
+) -> ModelResponse:
+    """`reply`, which `server` stored as `model`'s response to `messages`, with its last text or
+    call marked so: the next request of this history can name the response instead of resending
+    it. A reply without an id, or without a text or call, is left as it is."""
     at = [i for i, p in enumerate(reply.content) if type(p) is Text or type(p) is ToolCall]
     if reply.id is None or not at:
         return reply
-    mark = {"id": reply.id, "server": server, "messages": len(messages)}
+    mark = {"id": reply.id, "server": server, "model": model, "messages": len(messages)}
     mark["digest"] = _digest(messages, len(messages))
     part: Any = reply.content[at[-1]]
     data = part.provider_data if isinstance(part.provider_data, dict) else {}
@@ -275,17 +278,20 @@ def stored(reply: ModelResponse, messages: Sequence[Message], server: str) -> Mo
     return msgspec.structs.replace(reply, content=content)
 
 
-def chained(messages: Sequence[Message], server: str) -> tuple[str, int] | None:
+def chained(messages: Sequence[Message], server: str, model: str) -> tuple[str, int] | None:
     """The response `server` stored that `messages` continue, and where the messages it has not
-    seen begin: the last assistant message's mark, when it is this server's and the messages
-    before it are, in number and digest, those that response answered. Else None: the whole
-    history goes (another client or format answered last, or the history was cut or changed)."""
+    seen begin: the last assistant message's mark, when it is this server's and `model`'s, and
+    the messages before it are, in number and digest, those that response answered. Else None:
+    the whole history goes (another client, model or format answered last, or the history was
+    cut or changed)."""
     last = next((i for i in range(len(messages) - 1, -1, -1) if _is_reply(messages[i])), None)
     if last is None:
         return None
     reply: Any = messages[last]
     mark = next((_mark(p) for p in reversed(reply.content) if _mark(p) is not None), None)
-    if mark is None or mark.get("server") != server or mark.get("messages") != last:
+    if mark is None or (mark.get("server"), mark.get("model")) != (server, model):
+        return None
+    if mark.get("messages") != last:
         return None
     if mark.get("digest") != _digest(messages, last) or not isinstance(mark.get("id"), str):
         return None

@@ -1,7 +1,8 @@
 """The OpenAI Responses API (`POST /v1/responses`) as pure functions: bodies out, bodies in.
 
 Requests are stateless (`store: false`): every call carries the whole history, and reasoning
-items travel back verbatim (with their `encrypted_content`) beside the function calls they led to.
+items travel back verbatim (with their `encrypted_content`) beside the function calls they led to;
+a `Client(store=True)` names the stored response a history continues instead (`_responses_items`).
 Function-call items have two ids: `call_id`, which results quote and which becomes
 `ToolCall.id`, and the item's own `fc_…` id, which rides along in `provider_data`.
 
@@ -280,12 +281,14 @@ class StreamAccumulator:
         return self._resumable
 
     def _follow(self, event: dict[str, Any]) -> None:
-        response, number = event.get("response"), event.get("sequence_number")
+        """Keep the resume point: a lifecycle event's response says whether it runs in background
+        mode (only then are event numbers kept)."""
+        response = event.get("response")
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             background = response.get("background") is True
             self._resumable = (response["id"], -1) if background else None
-        if self._resumable is not None and type(number) is int:
-            self._resumable = (self._resumable[0], number)
+        if self._resumable is not None and type(event.get("sequence_number")) is int:
+            self._resumable = (self._resumable[0], event["sequence_number"])
 
     def feed(self, event: dict[str, Any]) -> list[Delta]:
         """Take one event; returns the deltas it yields (often none). Raises `ProviderError` for
@@ -456,17 +459,21 @@ class Client(WireClient):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         """With `store=True`, a history that continues a response this server stored sends only
         what follows it, naming it as `previous_response_id` (`_responses_items.chained`)."""
-        chain = chained(request.messages, self._server) if self.options.get("store") else None
+        model = request.model or self.model
+        store = self.options.get("store")
+        chain = chained(request.messages, self._server, model) if store else None
         if chain is None:
             return super()._body(request)
         previous, start = chain
         rest = msgspec.structs.replace(request, messages=list(request.messages[start:]))
         stream = {"stream": True} if self.stream else {}
         options = {**stream, **self.options, "previous_response_id": previous}
-        return self.wire.encode(rest, model=request.model or self.model, **options)
+        return self.wire.encode(rest, model=model, **options)
 
     def _received(self, request: ModelRequest, reply: ModelResponse) -> ModelResponse:
-        return stored(reply, request.messages, self._server) if self.options.get("store") else reply
+        if not self.options.get("store"):
+            return reply
+        return stored(reply, request.messages, self._server, request.model or self.model)
 
     @property
     def _server(self) -> str:

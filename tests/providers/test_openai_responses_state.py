@@ -138,10 +138,10 @@ def stored_history(base: str = BASE) -> list[Message]:
     return [UserMessage("hi"), AssistantMessage(reply.content)]
 
 
-def sent_after(history: list[Message], base: str = BASE) -> dict[str, Any]:
-    """The body a store=True client at `base` sends for `history`."""
+def sent_after(history: list[Message], base: str = BASE, model: str = "m") -> dict[str, Any]:
+    """The body a store=True client at `base` asking `model` sends for `history`."""
     server = Server(response("resp_2", said("Bye.")))
-    client(server, base, store=True).complete(ask(*history))
+    client(server, base, store=True).complete(msgspec.structs.replace(ask(*history), model=model))
     return server.bodies[0]
 
 
@@ -181,6 +181,13 @@ def fold_of(history: list[Message]) -> list[dict[str, Any]]:
 def test_a_history_another_server_stored_is_sent_whole() -> None:
     history = [*stored_history("https://elsewhere.invalid/v1"), UserMessage("more")]
     assert "previous_response_id" not in sent_after(history)
+
+
+def test_a_history_another_model_answered_last_is_sent_whole() -> None:
+    """A fallback (`LoopSpec.models`) asks the same server another model."""
+    history = [*stored_history(), UserMessage("more")]
+    body = sent_after(history, model="fallback-model")
+    assert ("previous_response_id" in body, body["model"]) == (False, "fallback-model")
 
 
 def test_a_fork_after_a_stored_reply_continues_it_with_its_own_new_items() -> None:
