@@ -1403,3 +1403,21 @@ def test_an_http_error_body_is_a_provider_error() -> None:
     with pytest.raises(ProviderError) as raised:
         decode({"error": {"message": "no", "type": "invalid_request_error", "code": None}})
     assert (raised.value.kind, raised.value.retryable) == ("invalid_request_error", False)
+
+
+@pytest.mark.parametrize(
+    ("name", "point"),
+    [
+        ("weather.stream.json", None),  # not in background mode: the API keeps no stream
+        (
+            "background_resumed.stream.json",
+            ("resp_0e5f7a9b3c2d4e6f0069a1f2c9e8d7c6b5a4f3e2d1c0b9", 12),
+        ),
+    ],
+)
+def test_a_stream_s_resume_point_is_its_background_reply_and_last_event(
+    name: str, point: tuple[str, int] | None
+) -> None:
+    cut = load(name)["exchanges"][1]["response"]["sse"]
+    acc, _ = accumulate(sse_events(cut)[:13])
+    assert acc.resume_point() == point
