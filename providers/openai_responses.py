@@ -452,29 +452,29 @@ class StreamAccumulator:
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
     `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
-    **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`)."""
+    **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`).
+    `store=True` continues stored responses; `background=True` needs `stream=True` (ValueError)."""
 
     wire = Wire("openai", "/responses", "gpt-5.1", encode, decode, StreamAccumulator)
+
+    def __init__(self, sdk: Any, **kwargs: Any) -> None:
+        super().__init__(sdk, **kwargs)
+        if self.options.get("background") and not self.stream:
+            raise ValueError("background=True needs stream=True: a queued reply is not polled")
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         """With `store=True`, a history that continues a response this server stored sends only
         what follows it, naming it as `previous_response_id` (`_responses_items.chained`)."""
-        model = request.model or self.model
-        store = self.options.get("store")
-        chain = chained(request.messages, self._server, model) if store else None
+        model, store = request.model or self.model, self.options.get("store")
+        chain = chained(request.messages, str(self.sdk.base_url), model) if store else None
         if chain is None:
             return super()._body(request)
-        previous, start = chain
-        rest = msgspec.structs.replace(request, messages=list(request.messages[start:]))
+        rest = msgspec.structs.replace(request, messages=list(request.messages[chain[1] :]))
         stream = {"stream": True} if self.stream else {}
-        options = {**stream, **self.options, "previous_response_id": previous}
+        options = {**stream, **self.options, "previous_response_id": chain[0]}
         return self.wire.encode(rest, model=model, **options)
 
     def _received(self, request: ModelRequest, reply: ModelResponse) -> ModelResponse:
         if not self.options.get("store"):
             return reply
-        return stored(reply, request.messages, self._server, request.model or self.model)
-
-    @property
-    def _server(self) -> str:
-        return str(self.sdk.base_url)
+        return stored(reply, request.messages, str(self.sdk.base_url), request.model or self.model)

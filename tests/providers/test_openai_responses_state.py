@@ -288,6 +288,12 @@ def test_a_dropped_background_stream_continues_after_its_last_event(
     assert dict(get.url.params) == {"stream": "true", "starting_after": "5"}
 
 
+def test_background_mode_without_a_stream_is_refused() -> None:
+    """Without a stream, a background reply is only queued: this client does not poll it."""
+    with pytest.raises(ValueError, match="background=True needs stream=True"):
+        client(Server(), store=True, background=True)
+
+
 def test_a_dropped_stream_not_in_background_fails_for_the_loop_to_ask_again() -> None:
     plain = events("resp_9", TEXT, background=False)
     server = Server(streamed(encoded(plain[:6]), drop=True))
