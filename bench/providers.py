@@ -10,6 +10,8 @@ arguments in many deltas; their size is the bytes of the SSE `data:` payloads, a
 The SSE parser is timed on one event of growing size, cut into chunks of a fixed size as a slow
 network hands them over; its MB/s must stay flat as the event grows (the parser's work per chunk
 may not depend on what it has buffered), and the baseline is the same bytes fed in one chunk.
+
+The bytes a run sends with server-side state are counted in `bench.stored`, shown here.
 """
 
 from __future__ import annotations
@@ -436,6 +438,9 @@ def stream_rows(sizes: list[int], times: int) -> list[Row]:
 
 def rows(sizes: list[int], times: int) -> list[Row]:
     """Encode µs per turn for each format at each N, stream-decode MB/s for each format on
-    streams of 2·10·N deltas (half text, half tool arguments), and SSE-parse MB/s on one event
-    of N KB in small and large chunks."""
-    return encode_rows(sizes, times) + stream_rows(sizes, times) + sse_rows(sizes, times)
+    streams of 2·10·N deltas (half text, half tool arguments), SSE-parse MB/s on one event
+    of N KB in small and large chunks, and the bytes a 50-turn run sends with server-side state."""
+    from .stored import rows as stored_rows  # it builds on this module's conversation
+
+    out = encode_rows(sizes, times) + stream_rows(sizes, times) + sse_rows(sizes, times)
+    return out + stored_rows()

@@ -37,6 +37,10 @@ from ._wire import json_value
 if TYPE_CHECKING:
     import httpx2
 
+# How many times one call's dropped stream is picked up where it broke, when its format can (a
+# Responses stream in background mode); each pick-up that fails is one more drop.
+_RESUMES = 3
+
 
 class Wire(NamedTuple):
     """One wire format: which SDK carries it, where it posts, its default model, and its codec."""
@@ -127,11 +131,17 @@ class WireClient:
             response = self.sdk.post(self.wire.path, cast_to=raw, body=body, stream=self.stream)
             try:
                 if not _is_event_stream(response):
-                    return read_body(self.wire, response.read())
+                    return self._received(request, read_body(self.wire, response.read()))
                 reader = StreamReader(self.wire, self._deltas(on_delta))
-                for chunk in response.iter_bytes():
-                    reader.feed(chunk)
-                return reader.result()
+                while True:
+                    try:
+                        for chunk in response.iter_bytes():
+                            reader.feed(chunk)
+                        return self._received(request, reader.result())
+                    except Exception as exc:
+                        path, options = reader.resume(exc, self.wire.path)
+                    response.close()
+                    response = self.sdk.get(path, cast_to=raw, options=options, stream=True)
             finally:
                 response.close()
         except Exception as exc:
@@ -154,11 +164,17 @@ class WireClient:
             )
             try:
                 if not _is_event_stream(response):
-                    return read_body(self.wire, await response.aread())
+                    return self._received(request, read_body(self.wire, await response.aread()))
                 reader = StreamReader(self.wire, self._deltas(on_delta))
-                async for chunk in response.aiter_bytes():
-                    reader.feed(chunk)
-                return reader.result()
+                while True:
+                    try:
+                        async for chunk in response.aiter_bytes():
+                            reader.feed(chunk)
+                        return self._received(request, reader.result())
+                    except Exception as exc:
+                        path, options = reader.resume(exc, self.wire.path)
+                    await response.aclose()
+                    response = await self.sdk.get(path, cast_to=raw, options=options, stream=True)
             finally:
                 await response.aclose()
         except Exception as exc:
@@ -186,6 +202,10 @@ class WireClient:
         model = request.model or self.model  # a spec's models (a fallback) before the client's
         return self.wire.encode(request, model=model, cache=self.cache, **stream, **self.options)
 
+    def _received(self, request: ModelRequest, reply: ModelResponse) -> ModelResponse:
+        """The reply to `request` as the run keeps it (a format may mark what it needs later)."""
+        return reply
+
 
 def read_body(wire: Wire, content: bytes) -> ModelResponse:
     """The reply in a JSON response body, by `wire`'s codec.
@@ -211,6 +231,7 @@ class StreamReader:
         self._accumulator = wire.accumulator()
         self._on_delta = on_delta
         self._seen = 0
+        self._resumes = 0
 
     def feed(self, chunk: bytes) -> None:
         for event in self._events.feed(chunk):
@@ -220,6 +241,22 @@ class StreamReader:
         for event in self._events.close():
             self._event(event)
         return self._accumulator.result()
+
+    def resume(self, error: Exception, path: str) -> tuple[str, dict[str, Any]]:
+        """Where the rest of this stream is, after `error` cut it (the connection dropped, or it
+        ended before its terminal event): the path under `path` and the request's options, when
+        the accumulator can say (`resume_point()`: the reply's id and its last event's number)
+        and the stream was not picked up `_RESUMES` times already; the events from there on are
+        fed as this stream's. Else raises `error`: the call failed."""
+        point = getattr(self._accumulator, "resume_point", None)
+        if point is None or not _dropped(error) or self._resumes >= _RESUMES:
+            raise error
+        if (at := point()) is None:
+            raise error
+        self._resumes += 1
+        self._events = SSEDecoder()  # the rest is a new event stream
+        reply_id, after = at
+        return f"{path}/{reply_id}", {"params": {"stream": "true", "starting_after": after}}
 
     def _event(self, event: SSEEvent) -> None:
         index, self._seen = self._seen, self._seen + 1
@@ -231,6 +268,15 @@ class StreamReader:
         for delta in self._accumulator.feed(payload):
             if self._on_delta is not None:
                 self._on_delta(delta)
+
+
+def _dropped(error: Exception) -> bool:
+    """`error` is a stream cut short: the connection failed, or the events ended too soon."""
+    if isinstance(error, ProviderError):
+        return error.kind == "incomplete_stream"
+    import httpx2  # imported already: `complete` asked for it
+
+    return isinstance(error, httpx2.TransportError)
 
 
 def _reraise(exc: Exception, model: str | None) -> NoReturn:

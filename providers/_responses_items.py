@@ -14,27 +14,39 @@ A reply's parts go back in order: texts as assistant message items (adjacent tex
 share one), calls as `function_call` items, reasoning and kept items verbatim. A reply from
 another format may hold what has no form here (another provider's thinking, its server blocks):
 left out, as that provider's own history keeps it.
+
+Server-side state (`store=True`): a reply the server stored is `stored`, its last text or call
+keeping under `STORED` the response's id, the server's URL, the model asked, and how many
+messages, of which digest, it answered; `chained` reads that back from a history. A part's
+`STORED` never goes on the wire.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "FORMAT",
+    "STORED",
     "SUMMARY_JOIN",
     "TEXT_FIELDS",
+    "chained",
     "fold",
     "function_call",
     "message",
     "other_item",
     "reasoning",
+    "stored",
+    "waiting",
 ]
 
 import base64
 import copy
+import hashlib
+import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
 from turnstile.core.messages import (
     AssistantMessage,
     Audio,
@@ -42,6 +54,7 @@ from turnstile.core.messages import (
     Image,
     Instructions,
     Message,
+    ModelResponse,
     Opaque,
     Part,
     Text,
@@ -59,8 +72,22 @@ FORMAT = "openai_responses"
 """This format's name, as `Opaque.format` and `ServerTool.format` give it."""
 SUMMARY_JOIN = "\n\n"
 """What joins the summary parts of a reasoning item into one `Thinking` text."""
+STORED = "stored"
+"""The key of a stored reply's mark in its last text's or call's `provider_data`."""
 TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
 """The text parts of a message item, and the key of their text."""
+# An item only the client can answer, other than a function call: the item type answering it,
+# the key of the call it answers, and the call's key that holds that value.
+_ANSWERS = {
+    "local_shell_call": ("local_shell_call_output", "id", "call_id"),
+    "shell_call": ("shell_call_output", "call_id", "call_id"),
+    "apply_patch_call": ("apply_patch_call_output", "call_id", "call_id"),
+    "computer_call": ("computer_call_output", "call_id", "call_id"),
+    "custom_tool_call": ("custom_tool_call_output", "call_id", "call_id"),
+    "mcp_approval_request": ("mcp_approval_response", "approval_request_id", "id"),
+    "tool_search_call": ("tool_search_output", "call_id", "call_id"),
+}
+_ANSWER_KEYS = {answer: key for answer, key, _ in _ANSWERS.values()}
 # Fields of a function_call item that `ToolCall` holds itself; the rest go to `provider_data`.
 _CALL_FIELDS = ("type", "call_id", "name", "status")
 
@@ -148,7 +175,8 @@ def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
 
 
 def _call_item(call: ToolCall) -> dict[str, Any]:
-    kept = copy.deepcopy(call.provider_data) if isinstance(call.provider_data, dict) else {}
+    data = call.provider_data if isinstance(call.provider_data, dict) else {}
+    kept = copy.deepcopy({k: v for k, v in data.items() if k != STORED})
     item = {"type": "function_call", **kept, "call_id": call.id, "name": call.name}
     return {**item, "arguments": _arguments_text(call, kept.get("arguments"))}
 
@@ -213,3 +241,74 @@ def function_call(item: dict[str, Any], where: str, *, cut: bool) -> ToolCall:
     text = field(item, "arguments", str, where)
     extra = kept({k: v for k, v in item.items() if k not in _CALL_FIELDS}, where)
     return tool_call(call_id, name, text, cut=cut, provider_data=extra)
+
+
+def waiting(output: list[dict[str, Any]]) -> str | None:
+    """The type of the first item the client must answer that `output` does not answer itself
+    (a hosted shell's output follows its call; the server may run a tool search), or None."""
+    typed = [(peek(item, "type", str, ""), item) for item in output]
+    given = {(k, peek(item, _ANSWER_KEYS[k], str, None)) for k, item in typed if k in _ANSWER_KEYS}
+    for kind, item in typed:
+        if kind in _ANSWERS and (kind != "tool_search_call" or item.get("execution") == "client"):
+            answer, _, key = _ANSWERS[kind]
+            ref = peek(item, key, str, None)
+            if ref is None or (answer, ref) not in given:
+                return kind
+    return None
+
+
+# -- server-side state -----------------------------------------------------------------------------
+
+
+def stored(
+    reply: ModelResponse, messages: Sequence[Message], server: str, model: str
+) -> ModelResponse:
+    """`reply`, which `server` stored as `model`'s response to `messages`, with its last text or
+    call marked so: the next request of this history can name the response instead of resending
+    it. A reply without an id, or without a text or call, is left as it is."""
+    at = [i for i, p in enumerate(reply.content) if type(p) is Text or type(p) is ToolCall]
+    if reply.id is None or not at:
+        return reply
+    mark = {"id": reply.id, "server": server, "model": model, "messages": len(messages)}
+    mark["digest"] = _digest(messages, len(messages))
+    part: Any = reply.content[at[-1]]
+    data = part.provider_data if isinstance(part.provider_data, dict) else {}
+    content = list(reply.content)
+    content[at[-1]] = msgspec.structs.replace(part, provider_data={**data, STORED: mark})
+    return msgspec.structs.replace(reply, content=content)
+
+
+def chained(messages: Sequence[Message], server: str, model: str) -> tuple[str, int] | None:
+    """The response `server` stored that `messages` continue, and where the messages it has not
+    seen begin: the last assistant message's mark, when it is this server's and `model`'s, and
+    the messages before it are, in number and digest, those that response answered. Else None:
+    the whole history goes (another client, model or format answered last, or the history was
+    cut or changed)."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if _is_reply(messages[i])), None)
+    if last is None:
+        return None
+    reply: Any = messages[last]
+    mark = next((_mark(p) for p in reversed(reply.content) if _mark(p) is not None), None)
+    if mark is None or (mark.get("server"), mark.get("model")) != (server, model):
+        return None
+    if mark.get("messages") != last:
+        return None
+    if mark.get("digest") != _digest(messages, last) or not isinstance(mark.get("id"), str):
+        return None
+    return mark["id"], last + 1
+
+
+def _is_reply(message: Message) -> bool:
+    return type(message) is AssistantMessage
+
+
+def _mark(part: Part) -> dict[str, Any] | None:
+    if type(part) is not Text and type(part) is not ToolCall:
+        return None
+    return peek(part.provider_data, STORED, dict, None)
+
+
+def _digest(messages: Sequence[Message], count: int) -> str:
+    """A digest of the first `count` messages, as a run dumps them."""
+    encoded = msgspec.json.encode(list(itertools.islice(messages, count)))
+    return hashlib.blake2b(encoded, digest_size=16).hexdigest()

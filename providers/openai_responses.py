@@ -1,7 +1,8 @@
 """The OpenAI Responses API (`POST /v1/responses`) as pure functions: bodies out, bodies in.
 
 Requests are stateless (`store: false`): every call carries the whole history, and reasoning
-items travel back verbatim (with their `encrypted_content`) beside the function calls they led to.
+items travel back verbatim (with their `encrypted_content`) beside the function calls they led to;
+a `Client(store=True)` names the stored response a history continues instead (`_responses_items`).
 Function-call items have two ids: `call_id`, which results quote and which becomes
 `ToolCall.id`, and the item's own `fc_…` id, which rides along in `provider_data`.
 
@@ -33,6 +34,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from turnstile.core import ModelRequest, ToolSpec
 from turnstile.core.messages import (
     ModelResponse,
@@ -55,11 +57,14 @@ from ._responses_items import (
     FORMAT,
     SUMMARY_JOIN,
     TEXT_FIELDS,
+    chained,
     fold,
     function_call,
     message,
     other_item,
     reasoning,
+    stored,
+    waiting,
 )
 from ._text import Pieces, heal
 from ._wire import (
@@ -74,18 +79,6 @@ from ._wire import (
     tool_call_id,
 )
 
-# An item only the client can answer, other than a function call: the item type answering it,
-# the key of the call it answers, and the call's key that holds that value.
-_ANSWERS = {
-    "local_shell_call": ("local_shell_call_output", "id", "call_id"),
-    "shell_call": ("shell_call_output", "call_id", "call_id"),
-    "apply_patch_call": ("apply_patch_call_output", "call_id", "call_id"),
-    "computer_call": ("computer_call_output", "call_id", "call_id"),
-    "custom_tool_call": ("custom_tool_call_output", "call_id", "call_id"),
-    "mcp_approval_request": ("mcp_approval_response", "approval_request_id", "id"),
-    "tool_search_call": ("tool_search_output", "call_id", "call_id"),
-}
-_ANSWER_KEYS = {answer: key for answer, key, _ in _ANSWERS.values()}
 # Schema keywords whose values are JSON values, not schemas: `_closed` leaves them as they are.
 _VALUES = frozenset({"const", "default", "enum", "examples"})
 # The reasons an `incomplete` response gives (`incomplete_details.reason`) that a stop names.
@@ -213,22 +206,8 @@ def decode(body: dict[str, Any]) -> ModelResponse:
         else:
             content.append(other_item(item, kind, where))
     called = any(type(p) is ToolCall for p in content)
-    stop, raw_stop = _stop(body, status, refused, called, _waiting(output))
+    stop, raw_stop = _stop(body, status, refused, called, waiting(output))
     return reply(content, stop, _usage(body), raw_stop, body)
-
-
-def _waiting(output: list[dict[str, Any]]) -> str | None:
-    """The type of the first item the client must answer that `output` does not answer itself
-    (a hosted shell's output follows its call; the server may run a tool search), or None."""
-    typed = [(peek(item, "type", str, ""), item) for item in output]
-    given = {(k, peek(item, _ANSWER_KEYS[k], str, None)) for k, item in typed if k in _ANSWER_KEYS}
-    for kind, item in typed:
-        if kind in _ANSWERS and (kind != "tool_search_call" or item.get("execution") == "client"):
-            answer, _, key = _ANSWERS[kind]
-            ref = peek(item, key, str, None)
-            if ref is None or (answer, ref) not in given:
-                return kind
-    return None
 
 
 def _stop(
@@ -293,6 +272,23 @@ class StreamAccumulator:
         self._done_items: dict[int, dict[str, Any]] = {}
         self._result: ModelResponse | None = None
         self._error: ProviderError | None = None
+        self._resumable: tuple[str, int] | None = None  # a background reply's id, last event
+
+    def resume_point(self) -> tuple[str, int] | None:
+        """The reply's id and the `sequence_number` of the last event read, to ask for the rest
+        of the stream after (`starting_after`); None unless the reply runs in background mode,
+        the only one the API keeps streaming from."""
+        return self._resumable
+
+    def _follow(self, event: dict[str, Any]) -> None:
+        """Keep the resume point: a lifecycle event's response says whether it runs in background
+        mode (only then are event numbers kept)."""
+        response = event.get("response")
+        if isinstance(response, dict) and isinstance(response.get("id"), str):
+            background = response.get("background") is True
+            self._resumable = (response["id"], -1) if background else None
+        if self._resumable is not None and type(event.get("sequence_number")) is int:
+            self._resumable = (self._resumable[0], event["sequence_number"])
 
     def feed(self, event: dict[str, Any]) -> list[Delta]:
         """Take one event; returns the deltas it yields (often none). Raises `ProviderError` for
@@ -300,7 +296,8 @@ class StreamAccumulator:
         carry; unknown event types are ignored."""
         if self._result is not None or self._error is not None:
             return []
-        match expect(event, dict, "").get("type"):
+        self._follow(expect(event, dict, ""))
+        match event.get("type"):
             case "response.output_item.added":
                 at, item = self._item(event), field(event, "item", dict, "")
                 self._opened.add(at)
@@ -455,6 +452,29 @@ class StreamAccumulator:
 class Client(WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
     `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
-    **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`)."""
+    **options)`; see `WireClient` (the SDK's own retries are off unless `sdk_retries=True`).
+    `store=True` continues stored responses; `background=True` needs `stream=True` (ValueError)."""
 
     wire = Wire("openai", "/responses", "gpt-5.1", encode, decode, StreamAccumulator)
+
+    def __init__(self, sdk: Any, **kwargs: Any) -> None:
+        super().__init__(sdk, **kwargs)
+        if self.options.get("background") and not self.stream:
+            raise ValueError("background=True needs stream=True: a queued reply is not polled")
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        """With `store=True`, a history that continues a response this server stored sends only
+        what follows it, naming it as `previous_response_id` (`_responses_items.chained`)."""
+        model, store = request.model or self.model, self.options.get("store")
+        chain = chained(request.messages, str(self.sdk.base_url), model) if store else None
+        if chain is None:
+            return super()._body(request)
+        rest = msgspec.structs.replace(request, messages=list(request.messages[chain[1] :]))
+        stream = {"stream": True} if self.stream else {}
+        options = {**stream, **self.options, "previous_response_id": chain[0]}
+        return self.wire.encode(rest, model=model, **options)
+
+    def _received(self, request: ModelRequest, reply: ModelResponse) -> ModelResponse:
+        if not self.options.get("store"):
+            return reply
+        return stored(reply, request.messages, str(self.sdk.base_url), request.model or self.model)

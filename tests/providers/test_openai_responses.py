@@ -141,6 +141,7 @@ def request(*messages: Any, tools: tuple[ToolSpec, ...] = (WEATHER,), system: st
 
 def test_the_traces_are_the_ones_promised() -> None:
     assert TRACES == [
+        "background_resumed.stream.json",
         "cache_off.json",
         "instructions.json",
         "malformed_args.json",
@@ -151,6 +152,7 @@ def test_the_traces_are_the_ones_promised() -> None:
         "overloaded.stream.json",
         "reasoning.json",
         "refusal.json",
+        "stored.json",
         "tool_error.json",
         "unknown_stop.json",
         "weather.json",
@@ -167,7 +169,11 @@ def test_every_recorded_response_validates_against_the_sdk_types(name: str) -> N
     assert trace["hand_written"] is True
     assert trace["exchanges"]
     for exchange in trace["exchanges"]:
-        assert exchange["request"]["path"] == "/v1/responses"
+        request = exchange["request"]
+        if request["method"] == "GET":  # the rest of a background stream
+            assert request["path"].startswith("/v1/responses/resp_")
+        else:
+            assert request["path"] == "/v1/responses"
         response = exchange["response"]
         assert name.endswith(".stream.json") == ("sse" in response)
         if "body" in response:
@@ -275,11 +281,17 @@ def test_the_seed_conversation_decodes_as_recorded(name: str) -> None:
 
 @pytest.mark.parametrize("name", [n for n in TRACES if n.endswith(".stream.json")])
 def test_a_stream_result_equals_decoding_its_terminal_response(name: str) -> None:
+    """A stream cut before its terminal event counts with the rest, asked for afterwards."""
+    cut: list[dict[str, Any]] = []
     for exchange in load(name)["exchanges"]:
-        events = sse_events(exchange["response"]["sse"])
+        events = cut + sse_events(exchange["response"]["sse"])
         terminal = events[-1]
         if terminal["type"] == "error":
             continue
+        if not terminal["type"].startswith(("response.completed", "response.incomplete")):
+            cut = events
+            continue
+        cut = []
         acc, _ = accumulate(events)
         assert acc.result() == decode(terminal["response"])
 
@@ -1391,3 +1403,21 @@ def test_an_http_error_body_is_a_provider_error() -> None:
     with pytest.raises(ProviderError) as raised:
         decode({"error": {"message": "no", "type": "invalid_request_error", "code": None}})
     assert (raised.value.kind, raised.value.retryable) == ("invalid_request_error", False)
+
+
+@pytest.mark.parametrize(
+    ("name", "point"),
+    [
+        ("weather.stream.json", None),  # not in background mode: the API keeps no stream
+        (
+            "background_resumed.stream.json",
+            ("resp_0e5f7a9b3c2d4e6f0069a1f2c9e8d7c6b5a4f3e2d1c0b9", 12),
+        ),
+    ],
+)
+def test_a_stream_s_resume_point_is_its_background_reply_and_last_event(
+    name: str, point: tuple[str, int] | None
+) -> None:
+    cut = load(name)["exchanges"][1]["response"]["sse"]
+    acc, _ = accumulate(sse_events(cut)[:13])
+    assert acc.resume_point() == point

@@ -33,10 +33,15 @@ from .responses_types import Weather
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "openai-responses"
 TRACES = sorted(p.name for p in FIXTURES.glob("*.json"))
+WARMER = (
+    "根据实时天气数据:上海更暖和,目前气温 29°C,天气晴,湿度 68%;北京 26°C,多云,湿度 45%。"
+    "上海比北京(26°C)高出 3°C。"
+)
 
 
 def bodies(name: str) -> list[dict[str, Any]]:
-    return [e.request.body for e in load_trace(FIXTURES / name).exchanges]
+    """The bodies posted (a GET for the rest of a stream has none)."""
+    return [e.request.body for e in load_trace(FIXTURES / name).exchanges if e.request.body]
 
 
 def compact(value: Any) -> str:
@@ -52,6 +57,8 @@ def compact(value: Any) -> str:
         ("output_native.json", StopReason.completed, Weather("Shanghai", 29)),
         ("cache_off.json", StopReason.completed, "Shanghai is warmer."),
         ("instructions.json", StopReason.completed, "Shanghai is warmer."),
+        ("stored.json", StopReason.completed, WARMER),
+        ("background_resumed.stream.json", StopReason.completed, WARMER),
     ],
 )
 def test_each_trace_replays_through_the_sdk_client(
@@ -61,6 +68,29 @@ def test_each_trace_replays_through_the_sdk_client(
     assert run.finish is not None
     assert (run.finish.reason, run.finish.output) == (reason, output)
     assert type(run.finish.output) is type(output)
+
+
+def test_a_stored_run_names_each_response_it_continues_and_sends_only_new_items() -> None:
+    trace = load_trace(FIXTURES / "stored.json")
+    first, second = trace.exchanges
+    assert second.request.body["previous_response_id"] == first.response.body["id"]
+    assert [i["type"] for i in second.request.body["input"]] == ["function_call_output"] * 2
+    run = replay(FIXTURES / "stored.json")
+    [call] = [p for p in run.messages[1].content if p.provider_data and "stored" in p.provider_data]
+    assert call.provider_data["stored"]["id"] == first.response.body["id"]
+
+
+def test_a_dropped_background_stream_is_picked_up_after_its_last_event() -> None:
+    trace = load_trace(FIXTURES / "background_resumed.stream.json")
+    cut, rest = trace.exchanges[1:]
+    last = cut.response.sse.rstrip().rsplit("\n", 1)[-1]  # type: ignore[union-attr]
+    after = json.loads(last.removeprefix("data: "))["sequence_number"]
+    first = rest.response.sse.split("\n", 2)[1]  # type: ignore[union-attr]
+    assert json.loads(first.removeprefix("data: "))["sequence_number"] == after + 1
+    assert (rest.request.method, rest.request.body) == ("GET", None)
+    run = replay(FIXTURES / "background_resumed.stream.json")
+    assert run.finish is not None and run.finish.output == WARMER
+    assert len(run.messages) == 4  # one reply for the cut stream and its rest
 
 
 def test_media_round_trips_encode_the_format_decode_into_the_next_request() -> None:
@@ -155,11 +185,16 @@ def test_caching_is_on_unless_the_trace_turns_it_off(name: str) -> None:
 @pytest.mark.parametrize("name", TRACES)
 def test_each_request_s_prefix_is_byte_identical_to_the_previous_request(name: str) -> None:
     """What the cache can serve: the same instructions and tools, and the previous request's
-    input items, byte for byte, at the start of the next one."""
+    input items, byte for byte, at the start of the next one; with server-side state, the next
+    request names the previous response instead and sends only new items."""
     sent = bodies(name)
     for before, after in itertools.pairwise(sent):
+        chained = after.pop("previous_response_id", None) is not None
         assert {k: v for k, v in before.items() if k != "input"} == {
             k: v for k, v in after.items() if k != "input"
         }
+        if chained:
+            assert not {item["type"] for item in after["input"]} & {"message", "function_call"}
+            continue
         head = after["input"][: len(before["input"])]
         assert compact(head) == compact(before["input"])
