@@ -82,11 +82,13 @@ from ._stream import StreamAccumulator
 _OPENAI = _Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
 
 
-@_functools.cache
-def _wire_of(dialect: Dialect | None) -> _Wire:
+def _wire_of(dialect: str | Dialect | None) -> _Wire:
     """The format's codec as `dialect` writes and reads it (OpenAI's own for None)."""
-    if dialect is None:
-        return _OPENAI
+    return _OPENAI if dialect is None else _dialect_wire(_dialect_of(dialect))
+
+
+@_functools.cache
+def _dialect_wire(dialect: Dialect) -> _Wire:
     return _OPENAI._replace(
         encode=_functools.partial(encode, dialect=dialect),
         decode=_functools.partial(decode, dialect=dialect),
@@ -120,7 +122,7 @@ class Client(_WireClient):
         super().__init__(sdk, **settings)
         self.dialect = None if dialect is None else _dialect_of(dialect)
         if self.dialect is not None:
-            vars(self)["wire"] = _wire_of(self.dialect)  # over the class's: this dialect's codec
+            vars(self)["wire"] = _dialect_wire(self.dialect)  # this dialect's codec
             token_limit_field = token_limit_field or self.dialect.token_limit_field
         field = _limit_field(token_limit_field or "max_completion_tokens")
         if field != "max_completion_tokens":
