@@ -3,12 +3,15 @@ server wants it, and the shapes such servers send in place of OpenAI's own."""
 
 from __future__ import annotations
 
+import json
+import pathlib
 from typing import Any
 
 import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from turnstile.core import ModelRequest
 from turnstile.core.messages import (
     AssistantMessage,
@@ -22,11 +25,15 @@ from turnstile.core.messages import (
     ToolResults,
     Usage,
     UserMessage,
+    validate_history,
 )
 from turnstile.core.request import CachePolicy
+from turnstile.executors.testing import replay
 from turnstile.providers import WireCache, openai_chat
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
+from turnstile.providers._sse import events_json
+from turnstile.providers.replay import load_trace
 
 DIALECTS = sorted(openai_chat.DIALECTS)
 
@@ -273,3 +280,50 @@ def test_a_client_takes_a_dialect_by_name_or_of_your_own() -> None:
     assert client.wire.decode(body({"thoughts": "t"})).content == [thinking("t", "thoughts")]
     with pytest.raises(ValueError, match="unknown dialect 'nope'"):
         openai_chat.Client(sdk, dialect="nope")
+
+
+# -- the servers' traces -------------------------------------------------------------------------
+
+COMPAT = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "compat"
+TRACES = sorted(p.name for p in COMPAT.glob("*.json"))
+SENDS_BACK = {"deepseek": "reasoning_content", "vllm": "reasoning", "ollama": "reasoning"}
+
+
+def test_there_is_a_trace_of_every_dialect() -> None:
+    dialects = {json.loads((COMPAT / n).read_text())["loop"]["dialect"] for n in TRACES}
+    assert dialects == set(openai_chat.DIALECTS)
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_a_server_s_responses_validate_against_the_sdk_s_types(name: str) -> None:
+    trace = json.loads((COMPAT / name).read_text(encoding="utf-8"))
+    assert trace["hand_written"] and trace["description"] and trace["covers"]
+    assert name.endswith(".stream.json") == trace["loop"]["stream"]
+    for exchange in trace["exchanges"]:
+        response = exchange["response"]
+        if "body" in response:
+            ChatCompletion.model_validate(response["body"])
+        else:
+            for c in events_json(response["sse"]):
+                ChatCompletionChunk.model_validate(c)
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_a_server_s_reasoning_is_thinking_and_goes_back_as_its_dialect_says(name: str) -> None:
+    """Replayed through the real SDK client: each request equal to the recorded one, whose
+    assistant message carries the reasoning back in the dialect's field, or none."""
+    run = replay(COMPAT / name)
+    validate_history(run.messages)
+    replies = [m for m in run.messages if type(m) is AssistantMessage]
+    assert type(replies[0].content[0]) is Thinking
+    trace = load_trace(COMPAT / name)
+    dialect = (trace.loop or {})["dialect"]
+    last = trace.exchanges[-1].request.body["messages"]
+    [called] = [m for m in last if m["role"] == "assistant"]
+    fields = {k for k in called if k.startswith("reasoning")}
+    field = SENDS_BACK.get(dialect)
+    assert fields == (
+        {field} if field else {"reasoning_details"} if dialect == "openrouter" else set()
+    )
+    if field:
+        assert called[field] == replies[0].content[0].text
