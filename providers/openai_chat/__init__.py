@@ -14,7 +14,8 @@ another type, another format's `Opaque`, and an image or document in a tool resu
 message holds text parts only; putting the media in a user message of our own making would
 change what the conversation says). What has no word in Chat:
 
-- `Thinking` parts are dropped: the API has no way to send reasoning back.
+- `Thinking` parts are dropped: the API has no way to send reasoning back (a dialect's server
+  may have one: see Dialects below).
 - A prefill (a request ending with an assistant message) goes as it is, though OpenAI answers
   after it rather than going on from it (some compatible servers go on from it, given a flag
   of their own); the codec cannot tell it from a history that merely ends there.
@@ -54,6 +55,14 @@ back as fields of the assistant message; a call's own unknown fields (Gemini's
 `extra_content`) ride in its `provider_data["openai_chat"]` and go back in the call. A stream
 gathers them as `decode` reads them whole: strings join, arrays extend, other values are the
 last one sent.
+
+Dialects. OpenAI-compatible servers differ from OpenAI in small ways; `Client(...,
+dialect=...)` (a name in `DIALECTS`, or a `Dialect`) reads and writes as one does: its
+reasoning fields (`reasoning_content`, `reasoning`) are a `Thinking` part before the rest
+(`ThinkingDelta`s in a stream), sent back in the field and turns the server wants (`sends`,
+`tool_turns_only`); a call without an id gets `call_<n>_<reply id>` where it allows
+(`made_ids`); arguments sent as a JSON object, fragments without `index` and a body without
+`finish_reason` are read; `max_tokens` is written, and no `prompt_cache_key`.
 """
 
 __all__ = [
