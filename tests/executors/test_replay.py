@@ -64,6 +64,7 @@ FINISHES = {
     "clouds/azure_chat_weather.json": StopReason.completed,
     "compat/deepseek_weather.stream.json": StopReason.completed,
     "compat/lmstudio_weather.stream.json": StopReason.completed,
+    "compat/ollama_bare_calls.stream.json": StopReason.completed,
     "compat/ollama_weather.json": StopReason.completed,
     "compat/openrouter_weather.json": StopReason.completed,
     "compat/vllm_weather.stream.json": StopReason.completed,

@@ -8,6 +8,7 @@ import pathlib
 from typing import Any
 
 import openai
+import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,7 +34,7 @@ from turnstile.providers import WireCache, openai_chat
 from turnstile.providers._deltas import ArgumentsDelta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._sse import events_json
-from turnstile.providers.replay import load_trace
+from turnstile.providers.replay import TraceError, load_trace, spec_for
 
 DIALECTS = sorted(openai_chat.DIALECTS)
 
@@ -294,6 +295,24 @@ def test_there_is_a_trace_of_every_dialect() -> None:
     assert dialects == set(openai_chat.DIALECTS)
 
 
+# Where a trace leaves the SDK's types on purpose: calls without index, arguments as objects.
+BARE = "choices.0.delta.tool_calls.0"
+OFF_SDK_TYPES = {
+    "ollama_bare_calls.stream.json": {
+        (f"{BARE}.index", "missing"),
+        (f"{BARE}.function.arguments", "string_type"),
+    }
+}
+
+
+def sdk_errors(model: type[pydantic.BaseModel], data: dict[str, Any]) -> set[tuple[str, str]]:
+    try:
+        model.model_validate(data)
+    except pydantic.ValidationError as e:
+        return {(".".join(map(str, err["loc"])), err["type"]) for err in e.errors()}
+    return set()
+
+
 @pytest.mark.parametrize("name", TRACES)
 def test_a_server_s_responses_validate_against_the_sdk_s_types(name: str) -> None:
     trace = json.loads((COMPAT / name).read_text(encoding="utf-8"))
@@ -302,10 +321,27 @@ def test_a_server_s_responses_validate_against_the_sdk_s_types(name: str) -> Non
     for exchange in trace["exchanges"]:
         response = exchange["response"]
         if "body" in response:
-            ChatCompletion.model_validate(response["body"])
-        else:
-            for c in events_json(response["sse"]):
-                ChatCompletionChunk.model_validate(c)
+            assert sdk_errors(ChatCompletion, response["body"]) == set()
+            continue
+        for c in events_json(response["sse"]):
+            expected = OFF_SDK_TYPES.get(name, set()) if "tool_calls" in str(c) else set()
+            assert sdk_errors(ChatCompletionChunk, c) == expected
+
+
+def test_calls_without_ids_get_the_same_made_ids_on_every_replay() -> None:
+    runs = [replay(COMPAT / "ollama_bare_calls.stream.json", executor=e) for e in ("sync", "trio")]
+    ids = [
+        [
+            p.id
+            for m in r.messages
+            if type(m) is AssistantMessage
+            for p in m.content
+            if type(p) is ToolCall
+        ]
+        for r in runs
+    ]
+    assert ids == [["call_0_chatcmpl-305", "call_1_chatcmpl-305"]] * 2
+    assert runs[0].messages == runs[1].messages
 
 
 @pytest.mark.parametrize("name", TRACES)
@@ -327,3 +363,12 @@ def test_a_server_s_reasoning_is_thinking_and_goes_back_as_its_dialect_says(name
     )
     if field:
         assert called[field] == replies[0].content[0].text
+
+
+@pytest.mark.parametrize(("provider", "dialect"), [("openai-chat", "nope"), ("anthropic", "vllm")])
+def test_a_trace_naming_no_dialect_of_its_provider_is_refused(provider: str, dialect: str) -> None:
+    trace = load_trace(COMPAT / "ollama_weather.json")
+    assert trace.loop is not None
+    trace.provider, trace.loop["dialect"] = provider, dialect  # type: ignore[assignment]
+    with pytest.raises(TraceError, match=r"loop\.dialect"):
+        spec_for(trace)
