@@ -95,6 +95,7 @@ class StreamAccumulator:
         "_calls",
         "_dialect",
         "_finish",
+        "_known",
         "_named",
         "_reasoning",
         "_refusal",
@@ -106,6 +107,7 @@ class StreamAccumulator:
     def __init__(self, dialect: Dialect | None = None) -> None:
         self._dialect = dialect
         self._reasoning = {f: Pieces() for f in (dialect.reads if dialect else ())}
+        self._known = MESSAGE_FIELDS.union(self._reasoning)  # the rest of a delta is kept
         self._text = Pieces()
         self._refusal = Pieces()
         self._annotations: list[Any] = []
@@ -169,7 +171,7 @@ class StreamAccumulator:
         self._annotations += kept(
             optional(delta, "annotations", list, where, []), f"{where}.annotations"
         )
-        self._unknown.add(delta, MESSAGE_FIELDS.union(self._reasoning), where)
+        self._unknown.add(delta, self._known, where)
         fragments = optional(delta, "tool_calls", list, where, [])
         for k, fragment in enumerate(fragments):
             deltas += self._fragment(fragment, f"{where}.tool_calls[{k}]")
