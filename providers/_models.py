@@ -17,11 +17,15 @@ from ._optional import required
 
 class _Provider(NamedTuple):
     """One prefix of a model string: its codec module, its SDK (also the extra that installs it)
-    and the environment variable holding its key."""
+    and the environment variable holding its key; for an OpenAI-compatible server, its default
+    base URL and its dialect (a local server's key is optional)."""
 
     codec: str
     sdk: str
     key: str
+    base_url: str | None = None
+    dialect: str | None = None
+    key_required: bool = True
 
 
 _ANTHROPIC = _Provider("anthropic_messages", "anthropic", "ANTHROPIC_API_KEY")
@@ -33,6 +37,21 @@ _PROVIDERS = {
     "openai": _CHAT,
     "openai-chat": _CHAT,  # as traces name it
     "openai-responses": _RESPONSES,
+    "deepseek": _Provider(
+        "openai_chat", "openai", "DEEPSEEK_API_KEY", "https://api.deepseek.com", "deepseek"
+    ),
+    "openrouter": _Provider(
+        "openai_chat", "openai", "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", "openrouter"
+    ),
+    "ollama": _Provider(
+        "openai_chat", "openai", "OLLAMA_API_KEY", "http://localhost:11434/v1", "ollama", False
+    ),
+    "vllm": _Provider(
+        "openai_chat", "openai", "VLLM_API_KEY", "http://localhost:8000/v1", "vllm", False
+    ),
+    "lmstudio": _Provider(
+        "openai_chat", "openai", "LMSTUDIO_API_KEY", "http://localhost:1234/v1", "lmstudio", False
+    ),
 }
 """Every prefix a model string may have: the one table of them (`turnstile run --provider`
 takes these too)."""
@@ -56,9 +75,16 @@ def model_client(
     format's default model. It is built over the SDK's sync client (its async one with
     `is_async=True`), which reads its key and base URL from the environment as it documents
     (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`; `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL` point it at
-    another server, an OpenAI-compatible one say). It streams unless `stream=False` (a streamed
-    reply decodes to the same response, and `on_update` sees its text as it comes); `options`
-    go to the `Client` (`temperature=`, `on_delta=`, ...). The object form,
+    another server, an OpenAI-compatible one say). OpenAI-compatible servers have prefixes of
+    their own, each with its `dialect` and default base URL, which `<PREFIX>_BASE_URL` replaces:
+    `"deepseek:deepseek-chat"` (`DEEPSEEK_API_KEY`), `"openrouter:openai/gpt-4.1"`
+    (`OPENROUTER_API_KEY`), and the local servers `"ollama:qwen3:8b"` (localhost:11434),
+    `"vllm:Qwen/Qwen3-8B"` (localhost:8000) and `"lmstudio:qwen/qwen3-8b"` (localhost:1234),
+    whose key (`OLLAMA_API_KEY`, `VLLM_API_KEY`, `LMSTUDIO_API_KEY`) is needed only if the
+    server was started with one; these name their model always. It streams unless
+    `stream=False` (a streamed reply decodes to the same response, and `on_update` sees its
+    text as it comes); `options` go to the `Client` (`temperature=`, `on_delta=`, ...). The
+    object form,
     `openai_chat.Client(openai.OpenAI(...), model=...)`, takes anything the SDK does.
 
     Raises `InvalidSpec` for a string that names no known provider, `MissingExtra` when the
@@ -71,12 +97,20 @@ def model_client(
         raise InvalidSpec(
             f"{model!r} names no provider: a model string starts with {known}", field="model"
         )
+    if provider.dialect is not None and not name:
+        raise InvalidSpec(f"{model!r} names no model: {prefix}:<model>", field="model")
     sdk: Any = required(provider.sdk, provider.sdk, needed_by=f"the model {model}")
-    if not os.environ.get(provider.key):
+    key = os.environ.get(provider.key)
+    if not key and provider.key_required:
         raise MissingAPIKey(provider.key, f"the model {model}")
     codec: Any = importlib.import_module(f"turnstile.providers.{provider.codec}")
     if provider.sdk == "anthropic":
         client = sdk.AsyncAnthropic() if is_async else sdk.Anthropic()
+    elif provider.dialect is not None:
+        base_url = os.environ.get(f"{prefix.upper()}_BASE_URL") or provider.base_url
+        cls = sdk.AsyncOpenAI if is_async else sdk.OpenAI
+        client = cls(api_key=key or "unused", base_url=base_url)  # a local server needs none
+        options = {"dialect": provider.dialect, **options}
     else:
         client = sdk.AsyncOpenAI() if is_async else sdk.OpenAI()
     built: WireClient = codec.Client(client, model=name or None, stream=stream, **options)

@@ -54,6 +54,7 @@ from ._transport import (
     offline_sdk,
 )
 from ._transport import replay_client as _replay_sdk
+from .openai_chat import _wire_of as _chat_wire
 
 CLIENTS: dict[str, type[WireClient]] = {  # a trace's `provider` -> the format's `Client`
     "anthropic": anthropic_messages.Client,
@@ -87,6 +88,7 @@ class _Loop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     models: list[str] = []
     prices: dict[str, Price] = {}
     cloud: Cloud | None = None  # the provider's API on a cloud, through its SDK's own client
+    dialect: str | None = None  # an OpenAI-compatible server's rules (openai_chat.DIALECTS)
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -99,9 +101,14 @@ def _loop(trace: Trace) -> _Loop:
     if trace.loop is None:
         raise TraceError("the trace has no `loop` section: it says nothing of how to replay it")
     try:
-        return msgspec.convert(trace.loop, _Loop)
+        loop = msgspec.convert(trace.loop, _Loop)
     except msgspec.ValidationError as err:
         raise TraceError(f"loop: {err}") from None
+    if loop.dialect is not None and (
+        trace.provider != "openai-chat" or loop.dialect not in openai_chat.DIALECTS
+    ):
+        raise TraceError(f"loop.dialect: {loop.dialect!r} is no dialect of {trace.provider}")
+    return loop
 
 
 def prompt_for(trace: Trace) -> str | list[Message]:
@@ -177,7 +184,8 @@ class RecordedTools:
 
 def _recorded_calls(trace: Trace) -> list[ToolCall]:
     """Every tool call of every reply the trace recorded, in order; failed replies have none."""
-    wire = CLIENTS[trace.provider].wire
+    dialect = _loop(trace).dialect
+    wire = CLIENTS[trace.provider].wire if dialect is None else _chat_wire(dialect)
     calls: list[ToolCall] = []
     for exchange in trace.exchanges:
         response = exchange.response
@@ -203,7 +211,8 @@ def client_and_transport(
     the exchanges no request has asked for yet."""
     loop = _loop(trace)
     sdk, transport = _replay_sdk(trace, sync=sync)  # type: ignore[call-overload]
-    client = CLIENTS[trace.provider](sdk, model=loop.model, stream=loop.stream, **loop.options)
+    options = loop.options if loop.dialect is None else {**loop.options, "dialect": loop.dialect}
+    client = CLIENTS[trace.provider](sdk, model=loop.model, stream=loop.stream, **options)
     return client, transport
 
 

@@ -114,6 +114,8 @@ EXPORTS = {
     "turnstile.providers.anthropic_messages": ["Client", "StreamAccumulator", "decode", "encode"],
     "turnstile.providers.openai_chat": [
         "Client",
+        "DIALECTS",
+        "Dialect",
         "StreamAccumulator",
         "TokenLimitField",
         "decode",

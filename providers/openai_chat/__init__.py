@@ -14,7 +14,8 @@ another type, another format's `Opaque`, and an image or document in a tool resu
 message holds text parts only; putting the media in a user message of our own making would
 change what the conversation says). What has no word in Chat:
 
-- `Thinking` parts are dropped: the API has no way to send reasoning back.
+- `Thinking` parts are dropped: the API has no way to send reasoning back (a dialect's server
+  may have one: see Dialects below).
 - A prefill (a request ending with an assistant message) goes as it is, though OpenAI answers
   after it rather than going on from it (some compatible servers go on from it, given a flag
   of their own); the codec cannot tell it from a history that merely ends there.
@@ -54,37 +55,84 @@ back as fields of the assistant message; a call's own unknown fields (Gemini's
 `extra_content`) ride in its `provider_data["openai_chat"]` and go back in the call. A stream
 gathers them as `decode` reads them whole: strings join, arrays extend, other values are the
 last one sent.
+
+Dialects. OpenAI-compatible servers differ from OpenAI in small ways; `Client(...,
+dialect=...)` (a name in `DIALECTS`, or a `Dialect`) reads and writes as one does: its
+reasoning fields (`reasoning_content`, `reasoning`) are a `Thinking` part before the rest
+(`ThinkingDelta`s in a stream), sent back in the field and turns the server wants (`sends`,
+`tool_turns_only`); a call without an id gets `call_<n>_<reply id>` where it allows
+(`made_ids`); arguments sent as a JSON object, fragments without `index` and a body without
+`finish_reason` are read; `max_tokens` is written, and no `prompt_cache_key`.
 """
 
-__all__ = ["Client", "StreamAccumulator", "TokenLimitField", "decode", "encode"]
+__all__ = [
+    "DIALECTS",
+    "Client",
+    "Dialect",
+    "StreamAccumulator",
+    "TokenLimitField",
+    "decode",
+    "encode",
+]
 
+import functools as _functools
 from typing import Any as _Any
 
 from turnstile.providers._client import Wire as _Wire
 from turnstile.providers._client import WireClient as _WireClient
 
 from ._decode import decode
+from ._dialect import DIALECTS, Dialect
+from ._dialect import dialect_of as _dialect_of
 from ._encode import TokenLimitField, encode
 from ._encode import limit_field as _limit_field
 from ._stream import StreamAccumulator
+
+_OPENAI = _Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
+
+
+def _wire_of(dialect: str | Dialect | None) -> _Wire:
+    """The format's codec as `dialect` writes and reads it (OpenAI's own for None)."""
+    return _OPENAI if dialect is None else _dialect_wire(_dialect_of(dialect))
+
+
+@_functools.cache
+def _dialect_wire(dialect: Dialect) -> _Wire:
+    return _OPENAI._replace(
+        encode=_functools.partial(encode, dialect=dialect),
+        decode=_functools.partial(decode, dialect=dialect),
+        accumulator=_functools.partial(StreamAccumulator, dialect),
+    )
 
 
 class Client(_WireClient):
     """This format over `openai.OpenAI()` (`complete`) or `AsyncOpenAI()` (`acomplete`):
     `Client(sdk, model=..., stream=False, on_delta=None, cache=None, sdk_retries=False,
-    token_limit_field="max_completion_tokens", **options)`; see `WireClient` (the SDK's own
-    retries are off unless `sdk_retries=True`). `token_limit_field="max_tokens"` writes the
-    older field, for OpenAI-compatible servers that refuse the newer one."""
+    token_limit_field="max_completion_tokens", dialect=None, **options)`; see `WireClient`
+    (the SDK's own retries are off unless `sdk_retries=True`). `token_limit_field="max_tokens"`
+    writes the older field, for OpenAI-compatible servers that refuse the newer one.
 
-    wire = _Wire("openai", "/chat/completions", "gpt-5.1", encode, decode, StreamAccumulator)
+    `dialect` names an OpenAI-compatible server's rules (`"vllm"`, `"ollama"`, `"lmstudio"`,
+    `"openrouter"`, `"deepseek"`: `DIALECTS`), or is a `Dialect` of your own: reasoning read as
+    `Thinking` and sent back as that server wants it, ids made for calls without one, and
+    `max_tokens` unless `token_limit_field` says otherwise.
+    """
+
+    wire = _OPENAI
 
     def __init__(
         self,
         sdk: _Any,
         *,
-        token_limit_field: TokenLimitField = "max_completion_tokens",
+        token_limit_field: TokenLimitField | None = None,
+        dialect: str | Dialect | None = None,
         **settings: _Any,
     ) -> None:
         super().__init__(sdk, **settings)
-        if _limit_field(token_limit_field) != "max_completion_tokens":
-            self.options["token_limit_field"] = token_limit_field
+        self.dialect = None if dialect is None else _dialect_of(dialect)
+        if self.dialect is not None:
+            vars(self)["wire"] = _dialect_wire(self.dialect)  # this dialect's codec
+            token_limit_field = token_limit_field or self.dialect.token_limit_field
+        field = _limit_field(token_limit_field or "max_completion_tokens")
+        if field != "max_completion_tokens":
+            self.options["token_limit_field"] = field

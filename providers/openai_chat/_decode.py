@@ -11,6 +11,7 @@ __all__ = [
     "call_name",
     "decode",
     "function_type",
+    "judged",
     "no_function_call",
     "raise_error",
     "response_of",
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from turnstile.core.messages import ModelResponse, ModelStop, Opaque, Part, Text, Usage
+from turnstile.core.messages import ModelResponse, ModelStop, Opaque, Text, Usage
 from turnstile.providers._errors import DecodeError
 from turnstile.providers._failures import error_failure
 from turnstile.providers._text import heal
@@ -37,7 +38,7 @@ from turnstile.providers._wire import (
     tool_call_id,
 )
 
-from ._encode import FORMAT
+from ._dialect import FORMAT, Dialect, arguments_text, made_id, reasoning_parts
 
 _STOPS = {
     "stop": ModelStop.end_turn,
@@ -55,8 +56,9 @@ WireCall = tuple[str, str, str, dict[str, Any]]  # id, name, arguments text, unk
 EMPTY: tuple[Any, ...] = (None, "", [], {})
 
 
-def decode(body: Mapping[str, Any]) -> ModelResponse:
-    """The reply in a `chat.completion` body (its first choice).
+def decode(body: Mapping[str, Any], dialect: Dialect | None = None) -> ModelResponse:
+    """The reply in a `chat.completion` body (its first choice), as `dialect` (an
+    OpenAI-compatible server's) reads it, if given.
 
     Raises `ProviderError` for an error body and `DecodeError` naming the path of anything the
     reply cannot be read without (`choices[0].message`, `...tool_calls[1].id`).
@@ -70,17 +72,39 @@ def decode(body: Mapping[str, Any]) -> ModelResponse:
     message = field(choice, "message", dict, "choices[0]")
     no_function_call(message, where)
     tool_calls = optional(message, "tool_calls", list, where, [])
-    calls = [_wire_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(tool_calls)]
+    calls = [
+        _wire_call(c, f"{where}.tool_calls[{i}]", dialect, body.get("id"), i)
+        for i, c in enumerate(tool_calls)
+    ]
+    reads = () if dialect is None else dialect.reads
+    reasoning = {f: optional(message, f, str, where, "") for f in reads}
+    text = optional(message, "content", str, where, "")
+    refusal = optional(message, "refusal", str, where, "")
+    finish = optional(choice, "finish_reason", str, "choices[0]", "") if dialect else None
+    if not finish:  # a dialect's reply without one is judged by its content
+        finish = judged(calls, text or refusal or any(reasoning.values())) if dialect else None
+        finish = finish or field(choice, "finish_reason", str, "choices[0]")
     return response_of(
-        optional(message, "content", str, where, ""),
-        optional(message, "refusal", str, where, ""),
+        text,
+        refusal,
         calls,
-        field(choice, "finish_reason", str, "choices[0]"),
+        finish,
         usage_of(body),
         kept(optional(message, "annotations", list, where, []), f"{where}.annotations"),
-        _unknown(message, MESSAGE_FIELDS, where),
+        _unknown(message, MESSAGE_FIELDS.union(reads), where),
         body,
+        reasoning,
     )
+
+
+def judged(calls: list[WireCall], said: object) -> str | None:
+    """The finish_reason of a reply that sent none, from its content: whole calls (or blank)
+    are `tool_calls`, something said without calls `stop`; None for a call cut short or
+    nothing said at all."""
+    if not calls:
+        return "stop" if said else None
+    whole = all(json_object(text) is not None or not text.strip() for _, _, text, _ in calls)
+    return "tool_calls" if whole else None
 
 
 def raise_error(body: Mapping[str, Any]) -> None:
@@ -94,12 +118,16 @@ def no_function_call(message: Mapping[str, Any], where: str) -> None:
         raise DecodeError(f"{where}.function_call", "a legacy function_call carries no call id")
 
 
-def _wire_call(call: Any, where: str) -> WireCall:
-    """(id, name, arguments text, unknown fields) of one `tool_calls` entry."""
+def _wire_call(call: Any, where: str, dialect: Dialect | None, reply_id: Any, n: int) -> WireCall:
+    """(id, name, arguments text, unknown fields) of the `n`th `tool_calls` entry; a dialect
+    may make its missing id from the reply's, and reads arguments sent as a JSON object."""
     function_type(expect(call, dict, where), where)
-    call_id = tool_call_id(call, "id", where)
+    made = None if call.get("id") else made_id(dialect, reply_id, n)
+    call_id = made or tool_call_id(call, "id", where)
     function = field(call, "function", dict, where)
     at = f"{where}.function"
+    if dialect is not None:
+        function = {**function, "arguments": arguments_text(function.get("arguments"))}
     arguments = optional(function, "arguments", str, at, "")
     return call_id, call_name(function, at), arguments, _unknown(call, CALL_FIELDS, where)
 
@@ -151,10 +179,12 @@ def response_of(
     annotations: list[Any],
     unknown: dict[str, Any],
     named: Mapping[str, Any],
+    reasoning: Mapping[str, str],
 ) -> ModelResponse:
     """The neutral reply; shared by `decode` and `StreamAccumulator` so both agree exactly.
-    `annotations` go with the text (without text, with the unknown fields)."""
-    parts: list[Part] = []
+    `annotations` go with the text (without text, with the unknown fields); `reasoning` (a
+    dialect's fields) comes first, as `Thinking`."""
+    parts = reasoning_parts(reasoning, unknown)
     if text:
         parts.append(Text(text, {"annotations": annotations} if annotations else None))
     elif annotations:

@@ -5,8 +5,9 @@ from __future__ import annotations
 __all__ = ["FORMAT", "TokenLimitField", "encode", "limit_field"]
 
 import base64
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 from turnstile.core import ModelRequest, ToolSpec
@@ -32,9 +33,7 @@ from turnstile.providers._wire import (
     peek,
 )
 
-FORMAT = "openai_chat"
-TokenLimitField = Literal["max_completion_tokens", "max_tokens"]
-"""The body field that carries `ModelRequest.max_tokens`."""
+from ._dialect import FORMAT, Dialect, TokenLimitField, sent_reasoning
 
 _encoder = msgspec.json.Encoder()
 
@@ -56,11 +55,14 @@ def encode(
     model: str,
     cache: WireCache | None = None,
     token_limit_field: TokenLimitField = "max_completion_tokens",
+    dialect: Dialect | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """The JSON body for `POST /v1/chat/completions`.
 
-    `token_limit_field` names the field of `request.max_tokens`. `options` are merged over the
+    `token_limit_field` names the field of `request.max_tokens`. A `dialect` (an
+    OpenAI-compatible server's) sends reasoning back as it says, and no `prompt_cache_key`,
+    which is OpenAI's alone. `options` are merged over the
     body (`temperature=0`, `response_format=...`); `stream=True` also asks for the final usage
     chunk (`stream_options.include_usage`), which explicit `stream_options` may override.
 
@@ -72,7 +74,7 @@ def encode(
     `token_limit_field` or a server tool's field that the request already sets.
     """
     head = [{"role": "system", "content": request.system}] if request.system is not None else None
-    messages = folded(_fold, request.messages, cache, head)
+    messages = folded(_fold_for(dialect), request.messages, cache, head)
     body: dict[str, Any] = {"model": model, "messages": messages}
     ours = [s.definition for s in request.server_tools if s.format == FORMAT]
     tools = [_tool(t) for t in request.tools] + [d for d in ours if "type" in d]
@@ -83,7 +85,7 @@ def encode(
     body[limit_field(token_limit_field)] = request.max_tokens
     if request.output is not None:
         body["response_format"] = _response_format(request.output)
-    policy = request.cache
+    policy = request.cache if dialect is None else None
     if policy is not None and policy.enabled and (key := policy.key or request.cache_key):
         body["prompt_cache_key"] = key
     for definition in ours:
@@ -132,13 +134,21 @@ def _set_fields(body: dict[str, Any], definition: Mapping[str, Any]) -> None:
         body[key] = value
 
 
-def _fold(wire: list[dict[str, Any]], history: Iterable[Message]) -> None:
+@functools.cache
+def _fold_for(dialect: Dialect | None) -> Callable[[list[dict[str, Any]], Iterable[Message]], None]:
+    """The fold of `dialect`'s messages: one object per dialect, which a `WireCache` knows."""
+    return _fold if dialect is None else functools.partial(_fold, dialect=dialect)
+
+
+def _fold(
+    wire: list[dict[str, Any]], history: Iterable[Message], dialect: Dialect | None = None
+) -> None:
     for message in history:
         match message:
             case UserMessage(content=content):
                 wire.append({"role": "user", "content": _content(content, _user_part)})
             case AssistantMessage():
-                wire.append(_assistant(message))
+                wire.append(_assistant(message, sent_reasoning(dialect, wire, message.content)))
             case Instructions(text=text, role=role):
                 wire.append({"role": role, "content": text})
             case ToolResults(results=results):
@@ -221,9 +231,9 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _assistant(message: AssistantMessage) -> dict[str, Any]:
-    """A reply as one assistant message: its texts joined, its calls, and the fields an
-    `Opaque` of this format kept."""
+def _assistant(message: AssistantMessage, reasoning: dict[str, str]) -> dict[str, Any]:
+    """A reply as one assistant message: its texts joined, the reasoning a dialect sends back,
+    its calls, and the fields an `Opaque` of this format kept."""
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     fields: dict[str, Any] = {}
@@ -237,6 +247,7 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     out: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(texts) if texts or not calls else None,
+        **reasoning,
     }
     if calls:
         out["tool_calls"] = calls

@@ -8,14 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from turnstile.core.messages import ModelResponse, Usage
-from turnstile.providers._deltas import ArgumentsDelta, Delta, TextDelta
+from turnstile.providers._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._text import Pieces, heal
 from turnstile.providers._wire import (
     expect,
     field,
     index,
-    json_object,
     kept,
     optional,
     tool_call_id,
@@ -27,11 +26,13 @@ from ._decode import (
     MESSAGE_FIELDS,
     call_name,
     function_type,
+    judged,
     no_function_call,
     raise_error,
     response_of,
     usage_of,
 )
+from ._dialect import Dialect, arguments_text, made_id
 
 
 class _Unknown:
@@ -83,20 +84,30 @@ class StreamAccumulator:
     judged by its content, with or without `data: [DONE]`: `tool_calls` when it holds calls,
     each whole JSON (or blank), `stop` when it holds text alone; with a call cut short, or
     nothing said at all, it is `ProviderError("incomplete_stream")`, retryable.
+
+    With a `dialect` (an OpenAI-compatible server's), its reasoning fields are `Thinking`, the
+    first part (`ThinkingDelta`s as they come), and a fragment without `index` belongs to the
+    last call unless it names a function or another id, which begins the next one.
     """
 
     __slots__ = (
         "_annotations",
         "_calls",
+        "_dialect",
         "_finish",
+        "_known",
         "_named",
+        "_reasoning",
         "_refusal",
         "_text",
         "_unknown",
         "_usage",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect | None = None) -> None:
+        self._dialect = dialect
+        self._reasoning = {f: Pieces() for f in (dialect.reads if dialect else ())}
+        self._known = MESSAGE_FIELDS.union(self._reasoning)  # the rest of a delta is kept
         self._text = Pieces()
         self._refusal = Pieces()
         self._annotations: list[Any] = []
@@ -124,12 +135,10 @@ class StreamAccumulator:
     def result(self) -> ModelResponse:
         """The whole reply; raises `ProviderError` (`incomplete_stream`) if it never finished."""
         calls = [(c.id, c.name, c.arguments.text(), c.unknown.result()) for c in self._calls]
+        reasoning = {f: p.text() for f, p in self._reasoning.items()}
         finish = self._finish
-        if finish is None and (calls or self._text or self._refusal):
-            whole = all(
-                json_object(text) is not None or not text.strip() for _, _, text, _ in calls
-            )
-            finish = ("tool_calls" if calls else "stop") if whole else None
+        if finish is None:
+            finish = judged(calls, self._text or self._refusal or any(reasoning.values()))
         if finish is None:
             raise ProviderError(
                 "incomplete_stream", "the stream ended before a finish_reason", retryable=True
@@ -143,6 +152,7 @@ class StreamAccumulator:
             self._annotations,
             self._unknown.result(),
             self._named,
+            reasoning,
         )
 
     def _choice(self, choice: Mapping[str, Any], at: str) -> list[Delta]:
@@ -150,28 +160,39 @@ class StreamAccumulator:
         delta = optional(choice, "delta", dict, at, {})  # Azure's content-filter chunks have none
         where = f"{at}.delta"
         no_function_call(delta, where)
+        for name, pieces in self._reasoning.items():
+            if text := pieces.add(optional(delta, name, str, where, "")):
+                deltas.append(ThinkingDelta(0, text))
+        lead = self._lead()
         if text := self._text.add(optional(delta, "content", str, where, "")):
-            deltas.append(TextDelta(0, text))
+            deltas.append(TextDelta(lead, text))
         if text := self._refusal.add(optional(delta, "refusal", str, where, "")):
-            deltas.append(TextDelta(int(bool(self._text)), text))
+            deltas.append(TextDelta(lead + int(bool(self._text)), text))
         self._annotations += kept(
             optional(delta, "annotations", list, where, []), f"{where}.annotations"
         )
-        self._unknown.add(delta, MESSAGE_FIELDS, where)
+        self._unknown.add(delta, self._known, where)
         fragments = optional(delta, "tool_calls", list, where, [])
         for k, fragment in enumerate(fragments):
             deltas += self._fragment(fragment, f"{where}.tool_calls[{k}]")
         self._finish = optional(choice, "finish_reason", str, at, self._finish)
         return deltas
 
+    def _lead(self) -> int:
+        """How many parts come before the text: the reasoning's `Thinking`, once it began."""
+        return int(any(self._reasoning.values()))
+
     def _fragment(self, fragment: Any, where: str) -> list[Delta]:
         """A piece of the call at `index`: calls are numbered from 0 in order, so a fragment
         names one already begun or the next."""
-        at = index(expect(fragment, dict, where), "index", where, len(self._calls))
+        at = self._index(expect(fragment, dict, where), where)
         function_type(fragment, where)
         function = optional(fragment, "function", dict, where, {})
+        if self._dialect is not None:
+            function = {**function, "arguments": arguments_text(function.get("arguments"))}
         if at == len(self._calls):
-            call_id = tool_call_id(fragment, "id", where)
+            made = None if fragment.get("id") else made_id(self._dialect, self._named.get("id"), at)
+            call_id = made or tool_call_id(fragment, "id", where)
             call = _Call(call_id, call_name(function, f"{where}.function"))
             self._calls.append(call)
         else:
@@ -183,5 +204,17 @@ class StreamAccumulator:
         text = call.arguments.add(optional(function, "arguments", str, f"{where}.function", ""))
         if not text:
             return []
-        part = int(bool(self._text)) + int(bool(self._refusal)) + at
+        part = self._lead() + int(bool(self._text)) + int(bool(self._refusal)) + at
         return [ArgumentsDelta(part, call.id, call.name, text)]
+
+    def _index(self, fragment: Mapping[str, Any], where: str) -> int:
+        """The fragment's `index`; a dialect's fragment without one continues the last call,
+        unless it names a function or an id of its own (then it begins the next)."""
+        if self._dialect is None or fragment.get("index") is not None:
+            return index(fragment, "index", where, len(self._calls))
+        function = fragment.get("function")
+        named = type(function) is dict and bool(function.get("name"))
+        call_id = fragment.get("id")
+        last = self._calls[-1] if self._calls else None
+        begins = last is None or named or bool(call_id and call_id != last.id)
+        return len(self._calls) - (not begins)

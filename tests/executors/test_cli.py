@@ -106,7 +106,8 @@ def test_an_unknown_provider_names_the_known_ones(capsys: pytest.CaptureFixture[
     assert cli.main(["run", "--provider", "gemini", "hi"]) == 2
     assert capsys.readouterr().err == (
         "turnstile: model: 'gemini' names no provider: a model string starts with anthropic:, "
-        "openai:, openai-chat:, openai-responses:\n"
+        "openai:, openai-chat:, openai-responses:, deepseek:, openrouter:, ollama:, vllm:, "
+        "lmstudio:\n"
     )
 
 

@@ -18,7 +18,14 @@ from turnstile.providers import (
     openai_responses,
 )
 
-KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+SERVERS = ("DEEPSEEK", "OPENROUTER", "OLLAMA", "VLLM", "LMSTUDIO")
+KEYS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_BASE_URL",
+    *(f"{s}_{v}" for s in SERVERS for v in ("API_KEY", "BASE_URL")),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -67,6 +74,46 @@ def test_the_base_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.parametrize(
+    ("model", "dialect", "base_url", "key"),
+    [
+        ("deepseek:deepseek-chat", "deepseek", "https://api.deepseek.com", "DEEPSEEK_API_KEY"),
+        (
+            "openrouter:deepseek/deepseek-r1",
+            "openrouter",
+            "https://openrouter.ai/api/v1/",
+            "OPENROUTER_API_KEY",
+        ),
+        ("ollama:qwen3:8b", "ollama", "http://localhost:11434/v1/", None),
+        ("vllm:Qwen/Qwen3-8B", "vllm", "http://localhost:8000/v1/", None),
+        ("lmstudio:qwen/qwen3-8b", "lmstudio", "http://localhost:1234/v1/", None),
+    ],
+)
+def test_an_openai_compatible_server_s_string_builds_its_dialect_s_client(
+    monkeypatch: pytest.MonkeyPatch, model: str, dialect: str, base_url: str, key: str | None
+) -> None:
+    if key is not None:
+        with pytest.raises(MissingAPIKey, match=key):
+            model_client(model)
+        monkeypatch.setenv(key, "sk-test-not-a-key")
+    client = model_client(model, is_async=True)
+    assert type(client) is openai_chat.Client and client.dialect is openai_chat.DIALECTS[dialect]
+    assert isinstance(client.sdk, openai.AsyncOpenAI) and str(client.sdk.base_url) == base_url
+    assert client.model == model.partition(":")[2]
+    assert client.options == {"token_limit_field": "max_tokens"}
+    prefix = model.partition(":")[0].upper()
+    monkeypatch.setenv(f"{prefix}_BASE_URL", "http://gpu-box:9000/v1")
+    monkeypatch.setenv(f"{prefix}_API_KEY", "sk-local")
+    moved = model_client(model)
+    assert str(moved.sdk.base_url) == "http://gpu-box:9000/v1/" and moved.sdk.api_key == "sk-local"
+
+
+@pytest.mark.parametrize("model", ["ollama", "deepseek:"])
+def test_a_server_s_string_names_its_model(model: str) -> None:
+    with pytest.raises(InvalidSpec, match="names no model"):
+        model_client(model)
+
+
+@pytest.mark.parametrize(
     ("model", "variable"),
     [
         ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
@@ -90,7 +137,7 @@ def test_an_unknown_provider_names_the_known_ones(model: str) -> None:
         model_client(model)
     assert str(raised.value) == (
         f"model: {model!r} names no provider: a model string starts with anthropic:, openai:, "
-        "openai-chat:, openai-responses:"
+        "openai-chat:, openai-responses:, deepseek:, openrouter:, ollama:, vllm:, lmstudio:"
     )
 
 
