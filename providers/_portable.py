@@ -10,7 +10,8 @@ the same every time and written down here:
   text part saying what was left out, so the conversation keeps its turns.
 - `Thinking` stays as it is: each codec sends back only the reasoning its API accepts
   (Anthropic Messages: signed or redacted thinking; OpenAI Responses: its reasoning items;
-  Chat Completions: none) and leaves the rest out.
+  Chat Completions: none, but under a server's dialect the reasoning that server wrote) and
+  leaves the rest out.
 - Text, tool calls and their results, images, documents and audio are neutral, and stay.
   Provider data on a part (citations, item ids) goes back only to its own format.
 """
