@@ -94,6 +94,19 @@ def _closed(schema: Any) -> bool:
     return True
 
 
+@lru_cache(maxsize=64)
+def _prepared(kind: Any, mode: str) -> tuple[ToolSpec | None, OutputFormat | None]:
+    """The answer tool (`mode` "tool") or native format of the type `kind`: built once per type
+    and mode, since its JSON schema takes milliseconds and every `Loop` of a spec asks for it."""
+    schema = _object_schema(kind)
+    name = getattr(kind, "__name__", "answer")
+    strict = _closed(schema)
+    if mode == "tool":
+        text = f"Give your final answer ({name})."
+        return ToolSpec(OUTPUT_TOOL, text, schema, finish=True, strict=strict), None
+    return None, OutputFormat(name, schema, strict=strict)
+
+
 class Output:
     """A spec's `output` type made ready: its tool or native format, and its check."""
 
@@ -101,17 +114,7 @@ class Output:
 
     def __init__(self, kind: Any, mode: str) -> None:
         self.kind = kind
-        schema = _object_schema(kind)
-        name = getattr(kind, "__name__", "answer")
-        self.tool: ToolSpec | None = None
-        self.format: OutputFormat | None = None
-        strict = _closed(schema)
-        if mode == "tool":
-            self.tool = ToolSpec(
-                OUTPUT_TOOL, f"Give your final answer ({name}).", schema, finish=True, strict=strict
-            )
-        else:
-            self.format = OutputFormat(name, schema, strict=strict)
+        self.tool, self.format = _prepared(kind, mode)
 
     def tool_choice(self, last: Message | None) -> ToolChoice:
         """With an answer tool, every turn must call a tool (the answer comes by no other way),

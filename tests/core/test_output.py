@@ -4,6 +4,8 @@ can read, a bounded number of times; `Finish.output` is the typed value."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 from turnstile.core import Guards, InvalidSpec, Loop, LoopSpec, StopReason
@@ -134,3 +136,20 @@ def test_a_native_answer_holding_nan_is_sent_back_not_kept() -> None:
     [finish] = d.reply('{"value": 1.5}')
     assert finish.output == Reading(1.5)
     assert Loop.load(d.loop.spec, d.loop.dump()).state.output == {"value": 1.5}
+
+
+def test_an_output_type_s_schema_is_built_once_per_type_and_mode() -> None:
+    class Answer(msgspec.Struct):
+        city: str
+
+    def offered(mode: str) -> tuple[Any, ...]:
+        loop = Loop(LoopSpec(output=Answer, output_mode=mode))  # type: ignore[arg-type]
+        [ask] = loop.start("which city?", 0.0)
+        return ask.request.tools, ask.request.output
+
+    tools, _ = offered("tool")
+    again, _ = offered("tool")
+    assert tools[-1] is again[-1] and tools[-1].name == "final_answer"
+    _, native = offered("native")
+    _, once_more = offered("native")
+    assert native is once_more and native.schema["required"] == ["city"]
