@@ -25,6 +25,7 @@ __all__ = [
     "ModelCallStarted",
     "ModelClient",
     "ModelRetry",
+    "OutputDelta",
     "ParentChanged",
     "Run",
     "RunFailed",
@@ -55,6 +56,7 @@ from ._events import ModelCallFailed as ModelCallFailed
 from ._events import ModelCallFinished as ModelCallFinished
 from ._events import ModelCallStarted as ModelCallStarted
 from ._events import ModelRetry as ModelRetry
+from ._events import OutputDelta as OutputDelta
 from ._events import RunFinished as RunFinished
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted

@@ -11,12 +11,14 @@ client its `on_delta` for the call. Updates are frozen msgspec Structs tagged by
 from __future__ import annotations
 
 __all__ = [
+    "Answering",
     "ApprovalNeeded",
     "ModelCallFailed",
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelRetry",
     "Narrator",
+    "OutputDelta",
     "RunFinished",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -49,8 +51,11 @@ from turnstile.core.messages import (
     Usage,
     text_of,
 )
+from turnstile.core.request import OUTPUT_TOOL
 from turnstile.core.state import CallStatus, PendingCall
 from turnstile.providers import ArgumentsDelta, TextDelta, ThinkingDelta
+
+from ._partial import partial_json
 
 
 class _Update(msgspec.Struct, frozen=True, tag_field="type"):
@@ -120,6 +125,15 @@ class ApprovalNeeded(_Update, frozen=True, tag="approval_needed"):
     arguments: dict[str, Any]
 
 
+class OutputDelta(_Update, frozen=True, tag="output_delta"):
+    """The typed answer so far, while it streams (`LoopSpec.output`): what the JSON that came
+    already says, as plain data (its strings as far as they came, its containers closed, a
+    number or a key that may go on left out). Each is a prefix of the next; the answer itself
+    is checked and typed when it is whole, as always."""
+
+    partial: Any
+
+
 class RunFinished(_Update, frozen=True, tag="run_finished"):
     reason: StopReason
     output: Any = None
@@ -136,6 +150,7 @@ Update: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | ApprovalNeeded
+    | OutputDelta
     | RunFinished
 )
 """Everything `on_update` may see; `msgspec.json.decode(data, type=Update)` reads one back."""
@@ -215,3 +230,41 @@ class Narrator:
             if p.call.id == call_id:
                 return p
         return None
+
+
+class Answering:
+    """The caller's `on_update`, also told the typed answer so far (`OutputDelta`) while it
+    streams: the answer tool's arguments, or (`native`) the reply's text. Each model call
+    starts afresh; text that is no JSON says nothing."""
+
+    __slots__ = ("_native", "_on_update", "_said", "_silent", "_text")
+
+    def __init__(self, on_update: Callable[[Update], object], *, native: bool) -> None:
+        self._on_update = on_update
+        self._native = native
+        self._text: list[str] = []
+        self._said: Any = None
+        self._silent = False
+
+    def __call__(self, update: Update) -> None:
+        self._on_update(update)
+        kind = type(update)
+        if kind is ModelCallStarted:
+            self._text, self._said, self._silent = [], None, False
+            return
+        if self._silent:
+            return
+        if self._native and kind is TextDelta:
+            self._text.append(update.text)  # type: ignore[union-attr]
+        elif not self._native and kind is ArgumentsDelta and update.name == OUTPUT_TOOL:  # type: ignore[union-attr]
+            self._text.append(update.fragment)  # type: ignore[union-attr]
+        else:
+            return
+        try:
+            partial = partial_json("".join(self._text))
+        except ValueError:  # prose, not the answer
+            self._silent = True
+            return
+        if partial is not None and partial != self._said:
+            self._said = partial
+            self._on_update(OutputDelta(partial))

@@ -39,7 +39,7 @@ from turnstile.core import (
 )
 from turnstile.core.messages import Message, UserMessage
 
-from ._events import ModelCallStarted, Narrator, Update
+from ._events import Answering, ModelCallStarted, Narrator, Update
 from ._logs import logged
 from ._run import Run
 from ._served import Recorded, forked
@@ -196,6 +196,8 @@ class Session:
         self._on_step = on_step
         self._log = log
         self._written = len(loop.state.events)
+        if on_update is not None and loop.spec.output is not None:
+            on_update = Answering(on_update, native=loop.spec.output_mode == "native")
         self._narrator = None if on_update is None else Narrator(on_update, loop)
         self._armed_for: float | None = None
         self.on_delta = on_update

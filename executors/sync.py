@@ -50,7 +50,6 @@ def run(
     """
     spec, model, tools = unpacked(spec, model, tools, is_async=False)
     run_call = caller(runner := as_runner(tools), deps)
-    on_delta = on_update if on_update is not None and takes(model.complete, "on_delta") else None
     with opened(journal, loop) as journaled:
         session = Session(
             spec,
@@ -63,6 +62,7 @@ def run(
             on_update=on_update,
             on_step=on_step,
         )
+        on_delta = session.on_delta if takes(model.complete, "on_delta") else None
         queue = session.start()
         while (command := session.next(queue, approve is not None)) is not None:
             match command:

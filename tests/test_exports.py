@@ -88,6 +88,7 @@ EXPORTS = {
     ],
     "turnstile.core.request": [
         "CachePolicy",
+        "OUTPUT_TOOL",
         "OutputFormat",
         "Purpose",
         "ServerTool",
@@ -153,6 +154,7 @@ EXPORTS = {
         "ModelCallStarted",
         "ModelClient",
         "ModelRetry",
+        "OutputDelta",
         "ParentChanged",
         "Run",
         "RunFailed",

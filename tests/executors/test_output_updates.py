@@ -1,0 +1,104 @@
+"""A typed answer shown while it streams (`OutputDelta`): from the answer tool's arguments or
+the reply's text, each partial a prefix of the next and the last the whole answer."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from turnstile.core import Guards, LoopSpec, ModelRequest
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
+from turnstile.core.request import OUTPUT_TOOL
+from turnstile.executors import OutputDelta, Update, aio, sync
+from turnstile.providers import ArgumentsDelta, Delta, TextDelta
+
+from .test_partial import is_prefix
+
+
+class Trip(msgspec.Struct):
+    city: str
+    days: int
+    sights: list[str]
+
+
+ANSWER = {"city": "Kyoto", "days": 3, "sights": ["Fushimi Inari", "Kinkaku-ji"]}
+
+
+class Streaming:
+    """A model that streams its one reply in pieces of `size` characters, as a provider's
+    accumulator would hand them on: the answer tool's arguments, or (native) the text."""
+
+    def __init__(self, native: bool, text: str = json.dumps(ANSWER), size: int = 3) -> None:
+        self.native, self.text, self.size = native, text, size
+
+    def complete(
+        self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
+    ) -> ModelResponse:
+        pieces = [self.text[i : i + self.size] for i in range(0, len(self.text), self.size)]
+        for piece in pieces:
+            if on_delta is not None:
+                delta = (
+                    TextDelta(0, piece)
+                    if self.native
+                    else ArgumentsDelta(0, "c1", OUTPUT_TOOL, piece)
+                )
+                on_delta(delta)
+        if self.native:
+            return ModelResponse([Text(self.text)], ModelStop.end_turn)
+        return ModelResponse(
+            [ToolCall("c1", OUTPUT_TOOL, json.loads(self.text))], ModelStop.tool_use
+        )
+
+
+def partials(updates: list[Update]) -> list[Any]:
+    return [u.partial for u in updates if type(u) is OutputDelta]
+
+
+@pytest.mark.parametrize("mode", ["tool", "native"])
+def test_every_partial_is_a_prefix_of_the_next_and_the_last_is_the_answer(mode: str) -> None:
+    updates: list[Update] = []
+    spec = LoopSpec(output=Trip, output_mode=mode)  # type: ignore[arg-type]
+    run = sync.run(
+        spec, "Plan a trip.", model=Streaming(mode == "native"), on_update=updates.append
+    )
+    shown = partials(updates)
+    assert len(shown) > 5
+    for earlier, later in itertools.pairwise(shown):
+        assert is_prefix(earlier, later) and earlier != later
+    assert shown[-1] == ANSWER == msgspec.to_builtins(run.output)
+    assert shown[0] == {} or is_prefix(shown[0], ANSWER)
+    assert {"city": "Ky"} in shown  # a string as far as it came
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_async_executor_shows_the_same_partials(backend: str) -> None:
+    spec = LoopSpec(output=Trip)
+    expected: list[Update] = []
+    sync.run(spec, "Plan a trip.", model=Streaming(False), on_update=expected.append)
+    seen: list[Update] = []
+
+    async def main() -> None:
+        await aio.run(spec, "Plan a trip.", model=Streaming(False), on_update=seen.append)
+
+    anyio.run(main, backend=backend)
+    assert partials(seen) == partials(expected)
+
+
+def test_prose_before_the_answer_says_nothing_and_a_run_without_output_shows_none() -> None:
+    updates: list[Update] = []
+    prose = Streaming(True, text="Kyoto is lovely in autumn.")
+    sync.run(
+        LoopSpec(output=Trip, output_mode="native", guards=Guards(max_output_retries=0)),
+        "Plan.",
+        model=prose,
+        on_update=updates.append,
+    )
+    assert partials(updates) == []
+    plain: list[Update] = []
+    sync.run(LoopSpec(), "Plan.", model=Streaming(True), on_update=plain.append)
+    assert partials(plain) == [] and any(type(u) is TextDelta for u in plain)
