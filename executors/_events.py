@@ -237,7 +237,7 @@ class Answering:
     streams: the answer tool's arguments, or (`native`) the reply's text. Each model call
     starts afresh; text that is no JSON says nothing."""
 
-    __slots__ = ("_native", "_on_update", "_said", "_silent", "_text")
+    __slots__ = ("_call", "_native", "_on_update", "_said", "_silent", "_text")
 
     def __init__(self, on_update: Callable[[Update], object], *, native: bool) -> None:
         self._on_update = on_update
@@ -245,19 +245,23 @@ class Answering:
         self._text: list[str] = []
         self._said: Any = None
         self._silent = False
+        self._call: str | None = None  # the answer tool's call followed (a reply's first)
 
     def __call__(self, update: Update) -> None:
         self._on_update(update)
-        kind = type(update)
-        if kind is ModelCallStarted:
-            self._text, self._said, self._silent = [], None, False
+        if type(update) is ModelCallStarted:
+            self._text, self._said, self._silent, self._call = [], None, False, None
             return
         if self._silent:
             return
-        if self._native and kind is TextDelta:
-            self._text.append(update.text)  # type: ignore[union-attr]
-        elif not self._native and kind is ArgumentsDelta and update.name == OUTPUT_TOOL:  # type: ignore[union-attr]
-            self._text.append(update.fragment)  # type: ignore[union-attr]
+        if self._native and type(update) is TextDelta:
+            self._text.append(update.text)
+        elif not self._native and type(update) is ArgumentsDelta and update.name == OUTPUT_TOOL:
+            if self._call is None:
+                self._call = update.call_id
+            elif update.call_id != self._call:
+                return
+            self._text.append(update.fragment)
         else:
             return
         try:

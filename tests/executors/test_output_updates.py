@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,7 +16,17 @@ from turnstile.core import Guards, LoopSpec, ModelRequest
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
 from turnstile.core.request import OUTPUT_TOOL
 from turnstile.executors import OutputDelta, Update, aio, sync
-from turnstile.providers import ArgumentsDelta, Delta, TextDelta
+from turnstile.executors._events import Answering
+from turnstile.providers import (
+    ArgumentsDelta,
+    Delta,
+    TextDelta,
+    anthropic_messages,
+    openai_chat,
+    openai_responses,
+)
+from turnstile.providers._client import StreamReader
+from turnstile.providers.replay import load_trace
 
 from .test_partial import is_prefix
 
@@ -26,6 +37,12 @@ class Trip(msgspec.Struct):
     sights: list[str]
 
 
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+CODECS = {
+    "anthropic": anthropic_messages,
+    "openai-chat": openai_chat,
+    "openai-responses": openai_responses,
+}
 ANSWER = {"city": "Kyoto", "days": 3, "sights": ["Fushimi Inari", "Kinkaku-ji"]}
 
 
@@ -102,3 +119,24 @@ def test_prose_before_the_answer_says_nothing_and_a_run_without_output_shows_non
     plain: list[Update] = []
     sync.run(LoopSpec(), "Plan.", model=Streaming(True), on_update=plain.append)
     assert partials(plain) == [] and any(type(u) is TextDelta for u in plain)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai-chat", "openai-responses"])
+def test_each_format_s_stream_of_the_answer_tool_shows_prefixes_of_its_arguments(
+    provider: str,
+) -> None:
+    """The weather question's recorded stream, its two calls made the answer tool's: what each
+    format's accumulator hands on says the first call's arguments as they come."""
+    trace = load_trace(FIXTURES / provider / "weather.stream.json")
+    sse = trace.exchanges[0].response.sse
+    assert sse is not None and "get_weather" in sse
+    updates: list[Update] = []
+    reader = StreamReader(CODECS[provider].Client.wire, Answering(updates.append, native=False))
+    data = sse.replace("get_weather", OUTPUT_TOOL).encode()
+    for i in range(0, len(data), 7):  # in small pieces, as a network gives them
+        reader.feed(data[i : i + 7])
+    first = next(p for p in reader.result().content if type(p) is ToolCall)
+    shown = partials(updates)
+    assert shown and shown[-1] == first.arguments == {"city": "北京"}
+    for earlier, later in itertools.pairwise(shown):
+        assert is_prefix(earlier, later)
