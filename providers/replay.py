@@ -42,18 +42,17 @@ from turnstile.core.request import CachePolicy, ServerTool
 
 from . import anthropic_messages, openai_chat, openai_responses
 from ._client import StreamReader, WireClient
+from ._offline import Cloud, offline_sdk
+from ._offline import replay_client as _replay_sdk
 from ._transport import (
     AsyncRecordingTransport,
     AsyncReplayTransport,
-    Cloud,
     RecordingTransport,
     ReplayMismatch,
     ReplayTransport,
     Trace,
     TraceError,
-    offline_sdk,
 )
-from ._transport import replay_client as _replay_sdk
 from .openai_chat import _wire_of as _chat_wire
 
 CLIENTS: dict[str, type[WireClient]] = {  # a trace's `provider` -> the format's `Client`

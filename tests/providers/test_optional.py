@@ -124,7 +124,8 @@ def test_replaying_a_trace_needs_only_its_providers_sdk() -> None:
         from turnstile.core import TurnstileError
         from turnstile.providers._optional import MissingExtra
         from turnstile.providers._sdk import map_sdk_error
-        from turnstile.providers._transport import ReplayMismatch, Trace, replay_client
+        from turnstile.providers._offline import replay_client
+        from turnstile.providers._transport import ReplayMismatch, Trace
 
         assert issubclass(ReplayMismatch, TurnstileError)
         request = httpx2.Request("POST", "https://api.example.invalid/v1")
@@ -266,6 +267,16 @@ CALL_SITES = {
         "httpx2",
         "recording and replaying traces",
         ("anthropic", "openai"),
+    ),
+    "providers/_offline.py": (
+        """
+        from turnstile.providers._offline import replay_client
+        from turnstile.providers._transport import Trace
+        replay_client(Trace(provider="anthropic", hand_written=True))
+        """,
+        "anthropic",
+        "a trace of anthropic",
+        "anthropic",
     ),
     "providers/_models.py": (
         """

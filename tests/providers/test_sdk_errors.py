@@ -12,6 +12,7 @@ from turnstile.core import Guards, LoopSpec, ModelError, ModelFailed
 from turnstile.executors import sync
 from turnstile.providers import anthropic_messages, openai_chat, openai_responses
 from turnstile.providers._errors import ProviderError
+from turnstile.providers._offline import replay_client
 from turnstile.providers._sdk import map_sdk_error
 from turnstile.providers._transport import (
     Exchange,
@@ -19,7 +20,6 @@ from turnstile.providers._transport import (
     RecordedResponse,
     ReplayMismatch,
     Trace,
-    replay_client,
 )
 
 CLIENTS = {

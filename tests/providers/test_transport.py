@@ -11,6 +11,7 @@ import openai
 import pytest
 import trio
 from turnstile.core import TurnstileError
+from turnstile.providers._offline import replay_client
 from turnstile.providers._sse import events_json
 from turnstile.providers._transport import (
     AsyncRecordingTransport,
@@ -23,7 +24,6 @@ from turnstile.providers._transport import (
     ReplayTransport,
     Trace,
     TraceError,
-    replay_client,
 )
 
 PROMPT = "北京和上海哪个更暖和?"
