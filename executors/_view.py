@@ -20,7 +20,6 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
-from zlib import crc32
 
 import msgspec
 from turnstile.core import (
@@ -55,7 +54,7 @@ from turnstile.core.messages import (
     UserMessage,
 )
 
-from ._journal import _FRAME, MAGIC, Journal, TornJournal
+from ._journal import MAGIC, CorruptJournal, Journal, TornJournal, header_record
 from ._transcript import _args, _compact, _compacted, _shown, _usage
 
 
@@ -388,12 +387,13 @@ def parent_of(path: Path) -> dict[str, object] | None:
     """What a fork's journal (schema 2) says of its parent: the JSON of the record after its
     header (`_journal`'s format); None for a dump, or a journal that is no fork."""
     data = path.read_bytes()
-    start = len(MAGIC) + 4
-    if not data.startswith(MAGIC) or data[len(MAGIC) : start] != b"\x02\0\0\0":
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
         return None
-    length, _, checksum = _FRAME.unpack_from(data, start)
-    payload = data[start + _FRAME.size : start + _FRAME.size + length]
-    value = msgspec.json.decode(payload) if crc32(payload) == checksum else None
+    try:
+        header, _ = header_record(data, path)
+    except CorruptJournal:
+        return None
+    value = None if header is None else msgspec.json.decode(header)
     return value if isinstance(value, dict) else None
 
 
