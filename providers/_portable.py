@@ -21,6 +21,7 @@ from __future__ import annotations
 __all__ = ["FORMATS", "portable"]
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 from turnstile.core.messages import (
@@ -49,18 +50,24 @@ def _foreign(part: object, format: str) -> bool:
     return type(part) is Opaque and part.format != format
 
 
-def _left_out(parts: Sequence[object], format: str) -> Text:
-    formats = sorted({p.format for p in parts if type(p) is Opaque and p.format != format})
-    return Text(f"(left out here: content only {' and '.join(formats)} can carry)")
+def _kept(content: Any, format: str) -> Any:
+    """`content` (text, or parts) without another format's blocks, one text part saying what
+    was left out if nothing else is left; `content` itself when it holds none."""
+    if isinstance(content, str) or not any(_foreign(p, format) for p in content):
+        return content
+    kept = [p for p in content if not _foreign(p, format)]
+    if kept:
+        return kept
+    formats = sorted({p.format for p in content if _foreign(p, format)})
+    return [Text(f"(left out here: content only {' and '.join(formats)} can carry)")]
 
 
 def _carried(message: Message, format: str) -> Message:
     if type(message) is AssistantMessage or type(message) is UserMessage:
-        content = message.content
-        if isinstance(content, str) or not any(_foreign(p, format) for p in content):
+        content = _kept(message.content, format)
+        if content is message.content:
             return message
-        kept = [p for p in content if not _foreign(p, format)]
-        return msgspec.structs.replace(message, content=kept or [_left_out(content, format)])
+        return msgspec.structs.replace(message, content=content)
     if type(message) is ToolResults:
         results = [_result(r, format) for r in message.results]
         if all(new is old for new, old in zip(results, message.results, strict=True)):
@@ -70,8 +77,5 @@ def _carried(message: Message, format: str) -> Message:
 
 
 def _result(result: ToolResult, format: str) -> ToolResult:
-    content = result.content
-    if isinstance(content, str) or not any(_foreign(p, format) for p in content):
-        return result
-    kept = [p for p in content if not _foreign(p, format)]
-    return msgspec.structs.replace(result, content=kept or [_left_out(content, format)])
+    content = _kept(result.content, format)
+    return result if content is result.content else msgspec.structs.replace(result, content=content)
