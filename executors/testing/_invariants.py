@@ -8,6 +8,7 @@ __all__ = ["finals", "step_checks"]
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+import msgspec
 from turnstile.core import (
     InvalidHistory,
     Loop,
@@ -77,19 +78,25 @@ def _budgets(world: World, session: Session) -> Broken:
 
 
 def _replies_past_budget(loop: Loop) -> int:
-    """How many replies of the current run came once its cost had reached `Guards.max_cost`
-    (each priced as the loop prices it: by the model that answered)."""
-    budget, prices = loop.spec.guards.max_cost, loop.spec.prices
+    """How many replies of the current run came once its cost had reached `Guards.max_cost`,
+    each priced by the loop itself: its events replayed under the spec without that budget,
+    so a log that ignored the budget replays too."""
+    budget = loop.spec.guards.max_cost
     if budget is None:
         return 0
-    spent, past = 0.0, 0
-    for event in loop.state.events:
-        if type(event) is Started:
-            spent, past = 0.0, 0
-        elif type(event) is ModelReplied:
-            past += spent >= budget
-            price = prices.get(event.model) if event.model is not None else None
-            spent += 0.0 if price is None else price.of(event.response.usage)
+    guards = msgspec.structs.replace(loop.spec.guards, max_cost=None)
+    replayed = Loop(msgspec.structs.replace(loop.spec, guards=guards))
+    past = 0
+    try:
+        for event in loop.state.events:
+            if type(event) is Started:
+                past = 0
+                replayed.start(event.messages, event.now, event.tools)
+                continue
+            past += type(event) is ModelReplied and replayed.state.cost >= budget
+            replayed.send(event)
+    except TurnstileError:
+        return 0  # a log that does not replay: `dump_load_replay` says so
     return past
 
 
