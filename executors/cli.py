@@ -144,9 +144,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    spec = _spec(args.spec)
-    a, b = (_load(path, args.spec)[0].state.events for path in (args.a, args.b))
-    found = divergence(a, b, prices=spec.prices)
+    a, b = (_load(path, args.spec)[0] for path in (args.a, args.b))
+    found = divergence(a.state.events, b.state.events, prices=a.spec.prices)
     print(found.report())
     return 0 if found.first is None else 1
 
