@@ -17,6 +17,7 @@ from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
 from turnstile.core.request import OUTPUT_TOOL
 from turnstile.executors import OutputDelta, Update, aio, sync
 from turnstile.executors._events import Answering
+from turnstile.executors.testing import replay
 from turnstile.providers import (
     ArgumentsDelta,
     Delta,
@@ -140,3 +141,21 @@ def test_each_format_s_stream_of_the_answer_tool_shows_prefixes_of_its_arguments
     assert shown and shown[-1] == first.arguments == {"city": "北京"}
     for earlier, later in itertools.pairwise(shown):
         assert is_prefix(earlier, later)
+
+
+@pytest.mark.parametrize("executor", ["sync", "asyncio", "trio"])
+@pytest.mark.parametrize("mode", ["tool", "native"])
+@pytest.mark.parametrize("provider", sorted(CODECS))
+def test_a_recorded_streamed_answer_shows_prefixes_ending_in_the_typed_answer(
+    provider: str, mode: str, executor: Any
+) -> None:
+    """Each format's recorded stream of a typed answer, through its real SDK client: every
+    partial is a valid prefix of the next and the last is the answer the loop validated."""
+    updates: list[Update] = []
+    trace = FIXTURES / provider / f"output_{mode}.stream.json"
+    run = replay(trace, executor=executor, on_update=updates.append)
+    shown = partials(updates)
+    assert len(shown) > 3
+    for earlier, later in itertools.pairwise(shown):
+        assert is_prefix(earlier, later)
+    assert shown[-1] == msgspec.to_builtins(run.raise_for_error().output)

@@ -240,6 +240,8 @@ FINISHES = {
     "strict_tool.json": StopReason.completed,
     "final_answer.json": StopReason.finish_tool,
     "native_output.json": StopReason.completed,
+    "output_native.stream.json": StopReason.completed,
+    "output_tool.stream.json": StopReason.finish_tool,
     "prefill.json": StopReason.completed,
     "fallback.json": StopReason.completed,
     "trip.json": StopReason.completed,
