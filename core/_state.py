@@ -67,11 +67,18 @@ class Compacted(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
 
 
 class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
-    """One call of the round in flight (untracked by the GC: it holds no cycle)."""
+    """One call of the round in flight (untracked by the GC: it holds no cycle). `edited`: the
+    arguments a human approved it with in place of the model's (`Approved.arguments`)."""
 
     call: ToolCall
     status: CallStatus
     result: ToolResult | None = None
+    edited: dict[str, Any] | None = None
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments the call runs with: a human's edit, else the model's."""
+        return self.call.arguments if self.edited is None else self.edited
 
 
 class LoopState(msgspec.Struct, kw_only=True):
