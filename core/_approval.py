@@ -21,10 +21,10 @@ _json = msgspec.json.Encoder(order="sorted")
 
 def edit(
     call: ToolCall, arguments: dict[str, Any] | None, tools: Mapping[str, ToolSpec]
-) -> dict[str, Any] | None:
-    """The arguments `call` is to run with in place of the model's (None: the model's, as when
-    a human sends back the same), or `InvalidObservation` naming the tool and what does not
-    fit its `parameters`."""
+) -> ToolCall | None:
+    """`call` as it is to run with `arguments` in place of the model's (None: as the model made
+    it, as when a person sends back the same), or `InvalidObservation` naming the tool and what
+    does not fit its `parameters`."""
     if arguments is None or arguments == call.arguments:
         return None
     tool = tools.get(call.name)
@@ -35,14 +35,14 @@ def edit(
             f"the edited arguments of {call.name} ({call.id}) do not fit its schema: {problem}",
             path=f"arguments.{where}" if where else "arguments",
         )
-    return arguments
+    return msgspec.structs.replace(call, arguments=arguments)
 
 
-def ran_edited(content: str | list[ResultPart], arguments: dict[str, Any]) -> Any:
-    """A result of a call a human edited, as the model reads it: first, what it ran with."""
+def ran_edited(content: str | list[ResultPart], edited: ToolCall) -> Any:
+    """The result of a call a person edited, as the model reads it: first, what it ran with."""
     note = (
         f"(a person approved this call with its arguments changed to "
-        f"{_json.encode(arguments).decode()}; this is the result of the call as changed)"
+        f"{_json.encode(edited.arguments).decode()}; this is the result of the call as changed)"
     )
     if isinstance(content, str):
         return f"{note}\n{content}"

@@ -88,7 +88,7 @@ def record(
         else:
             p = _call(st, obs, _BUSY)  # raises
         st.events.append(obs)
-        content = obs.content if p.edited is None else ran_edited(obs.content, p.edited)
+        content = obs.content if p.original is None else ran_edited(obs.content, p.call)
         p.result = ToolResult(call_id, content, obs.is_error)
         p.status = _DONE
         return _NOT_RENAMED
@@ -108,7 +108,9 @@ def record(
             edited = edit(p.call, obs.arguments, tools)  # raises for arguments that do not fit
             st.events.append(obs)
             _human_answered(st, obs.now)
-            p.status, p.edited = _QUEUED, edited
+            p.status = _QUEUED
+            if edited is not None:
+                p.call, p.original = edited, p.call
         case Denied():
             p = _call(st, obs, _ASKED)
             st.events.append(obs)

@@ -132,7 +132,7 @@ class Step:
             commands.append(CallModel(st.pending_model, self.request(), st.retry_at))
         for p in st.round:
             if p.status in BUSY:
-                commands.append(RunTool(p.call.id, p.call.name, p.arguments))
+                commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             elif p.status is _APPROVAL:
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
         return commands
@@ -405,7 +405,7 @@ class Step:
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
             for p in starts:
                 p.status = _RUNNING
-                commands.append(RunTool(p.call.id, p.call.name, p.arguments))
+                commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             return commands
         if decision in _ASKS:
             not_before = None

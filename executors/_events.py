@@ -189,7 +189,7 @@ class Narrator:
                     p = self._find(loop, call_id)
                     if p is not None:
                         self._open[call_id] = p.call
-                        show(ToolCallStarted(call_id, p.call.name, p.arguments))
+                        show(ToolCallStarted(call_id, p.call.name, p.call.arguments))
                 case Started(tools=tools):
                     self._tools = _by_name(tools or loop.spec.tools)
                 case ModelReplied(command_id=key, response=r):

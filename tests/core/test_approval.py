@@ -113,8 +113,9 @@ def test_an_edited_approval_runs_the_call_with_the_edit_and_tells_the_model() ->
     d = waiting_for_delete()
     [run] = d.send(Approved("d1", arguments={"path": "/tmp/x"}, now=d.now))
     assert (type(run), run.id, run.arguments) == (RunTool, "d1", {"path": "/tmp/x"})
-    assert d.state.round[0].call.arguments == {"path": "/"}  # the model's call, as it made it
-    assert d.state.round[0].edited == {"path": "/tmp/x"}
+    [p] = d.state.round
+    assert (p.call.arguments, p.original.arguments) == ({"path": "/tmp/x"}, {"path": "/"})
+    assert d.state.messages[-1].content[0] is p.original  # the model's call, as it made it
     [ask] = d.result("d1", "deleted /tmp/x")
     made, results = ask.request.messages[-2:]
     assert made.content[0].arguments == {"path": "/"}  # a result answers the call as sent
