@@ -20,6 +20,8 @@ __all__ = [
     "ToolStarted",
 ]
 
+from typing import Any
+
 import msgspec
 
 from ._messages import Message, ModelResponse, ResultPart
@@ -83,8 +85,14 @@ class Resumed(Observation, frozen=True, tag="resumed"):
     awaited (a model call, calls, approvals) is handed out again."""
 
 
-class Approved(Observation, frozen=True, tag="approved"):
+class Approved(Observation, frozen=True, omit_defaults=True, tag="approved"):
+    """A human lets the call `call_id` run: as the model made it, or with `arguments` in its
+    place, which must fit the tool's `parameters` (else `InvalidObservation`, the state as it
+    was). The model's call stays in the conversation as it made it, and its result tells the
+    model the arguments it ran with."""
+
     call_id: str
+    arguments: dict[str, Any] | None = None
 
 
 class Denied(Observation, frozen=True, tag="denied"):

@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from ._approval import edit, ran_edited
 from ._compaction import compacted
 from ._cost import Price
 from ._errors import ProtocolError
@@ -87,7 +88,8 @@ def record(
         else:
             p = _call(st, obs, _BUSY)  # raises
         st.events.append(obs)
-        p.result = ToolResult(call_id, obs.content, obs.is_error)
+        content = obs.content if p.original is None else ran_edited(obs.content, p.call)
+        p.result = ToolResult(call_id, content, obs.is_error)
         p.status = _DONE
         return _NOT_RENAMED
     if type(obs) is ModelReplied:
@@ -103,9 +105,12 @@ def record(
             _answered(st, spec, obs)
         case Approved():
             p = _call(st, obs, _ASKED)
+            edited = edit(p.call, obs.arguments, tools)  # raises for arguments that do not fit
             st.events.append(obs)
             _human_answered(st, obs.now)
             p.status = _QUEUED
+            if edited is not None:
+                p.call, p.original = edited, p.call
         case Denied():
             p = _call(st, obs, _ASKED)
             st.events.append(obs)

@@ -67,11 +67,14 @@ class Compacted(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
 
 
 class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
-    """One call of the round in flight (untracked by the GC: it holds no cycle)."""
+    """One call of the round in flight (untracked by the GC: it holds no cycle). A call a
+    person approved with other arguments (`Approved.arguments`) runs as `call`, with them, and
+    keeps the call as the model made it, which the conversation holds, as `original`."""
 
     call: ToolCall
     status: CallStatus
     result: ToolResult | None = None
+    original: ToolCall | None = None
 
 
 class LoopState(msgspec.Struct, kw_only=True):
@@ -309,6 +312,6 @@ def _round_problems(st: LoopState) -> list[str]:
     calls = (
         [c for c in last.content if type(c) is ToolCall] if type(last) is AssistantMessage else []
     )
-    if calls != [p.call for p in st.round]:
+    if calls != [p.call if p.original is None else p.original for p in st.round]:
         problems.append("the round in flight is not the last reply's calls")
     return problems

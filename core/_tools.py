@@ -26,6 +26,7 @@ import msgspec
 
 from ._fields import check_fields
 from ._messages import Document, Image, Opaque, ResultPart, Text, ToolCall
+from ._schema import schema_problem
 
 _MEDIA = (Image, Document)
 _PARTS = (Text, Image, Document, Opaque)
@@ -63,6 +64,12 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    def arguments_problem(self, arguments: Any) -> str | None:
+        """Why `arguments` do not fit `parameters` (`"path: what is wrong"`), or None if they
+        do: what a UI checks a person's edit with before approving a call with it."""
+        found = schema_problem(arguments, self.parameters)
+        return None if found is None else f"{found[0] or 'arguments'}: {found[1]}"
 
 
 class ToolContext(msgspec.Struct, Generic[D], frozen=True):

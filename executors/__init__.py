@@ -17,6 +17,7 @@ __all__ = [
     "AsyncModelClient",
     "CorruptJournal",
     "Divergence",
+    "Edit",
     "Failure",
     "Fork",
     "Journal",
@@ -51,6 +52,7 @@ from . import sync as sync
 from ._agent import Agent as Agent
 from ._diff import Divergence as Divergence
 from ._diff import divergence as divergence
+from ._effects import Edit as Edit
 from ._events import ApprovalNeeded as ApprovalNeeded
 from ._events import ModelCallFailed as ModelCallFailed
 from ._events import ModelCallFinished as ModelCallFinished

@@ -16,10 +16,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from turnstile.core import AwaitApproval, Event, Loop, LoopState, Started, ToolReturned
+from turnstile.core import AwaitApproval, Event, Loop, LoopState, Started, ToolReturned, ToolSpec
 from turnstile.providers import TextDelta
 
+from ._effects import Edit
 from ._events import (
+    ApprovalNeeded,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
@@ -59,6 +61,14 @@ def status(state: LoopState, tool_calls: int, priced: bool) -> str:
     return f"turn {turn} · {tokens} · {cost} · {calls}"
 
 
+def _typed(question: str) -> str:
+    """A line typed in answer to `question` (none at the end of the input)."""
+    try:
+        return input(question).strip()
+    except EOFError:
+        return ""
+
+
 def _shown(value: Any, width: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
@@ -76,6 +86,7 @@ class Display:
         self.out, self.err = out, err
         self._streamed = False  # the current reply's text came as deltas
         self._column = 0  # characters on the current line of text, which is not ended yet
+        self._schemas: dict[str, dict[str, Any]] = {}  # each call asked about: its tool's schema
         self._live: Any = None
         if live:
             from rich.console import Console
@@ -121,6 +132,8 @@ class Display:
                 self._end_text()
                 if self._live is None:
                     self.note(f"[{self.line()}]")
+            case ApprovalNeeded(call_id=call_id, parameters=parameters):
+                self._schemas[call_id] = parameters
             case ToolCallStarted(name=name, arguments=arguments):
                 self.note(f"  → {name} {_shown(arguments)}")
             case ToolCallFinished(name=name, content=content, is_error=is_error):
@@ -131,23 +144,40 @@ class Display:
                 self.note(f"  ! retry {attempt}")
         self._redraw()
 
-    def ask(self, command: AwaitApproval) -> bool | str:
+    def ask(self, command: AwaitApproval) -> bool | str | Edit:
         """Ask, on the terminal, whether the call may run (`approve=`): yes, no (or no answer),
-        or why not (a denial's reason, which the model is told)."""
+        edit (its arguments, as JSON that fits the tool's schema), or why not (a denial's
+        reason, which the model is told)."""
         self._end_text()
         if self._live is not None:
             self._live.stop()
         try:
-            answer = input(f"  ? run {command.name} {_shown(command.arguments)}? [y/N/why not] ")
-        except EOFError:
-            answer = ""
+            question = f"  ? run {command.name} {_shown(command.arguments)}? [y/N/edit/why not] "
+            answer = _typed(question)
+            if answer.lower() in ("e", "edit"):
+                return self._edit(command)
         finally:
             if self._live is not None:
                 self._live.start()
-        answer = answer.strip()
         if answer.lower() in ("y", "yes"):
             return True
         return False if answer.lower() in ("", "n", "no") else answer
+
+    def _edit(self, command: AwaitApproval) -> bool | Edit:
+        """The arguments to run the call with, asked until they fit the tool's schema (no
+        answer: the call is denied)."""
+        tool = ToolSpec(command.name, parameters=self._schemas.get(command.id, {}))
+        while text := _typed("    arguments (JSON): "):
+            try:
+                arguments = json.loads(text)
+            except ValueError as e:
+                problem: str | None = f"not JSON: {e}"
+            else:
+                problem = tool.arguments_problem(arguments)
+            if problem is None:
+                return Edit(arguments)
+            print(f"    {problem}", file=self.out, flush=True)
+        return False
 
     def event(self, event: Event) -> None:
         self.mirror.feed(event)

@@ -17,19 +17,20 @@ from turnstile.core import (
     AwaitApproval,
     CallModel,
     Cancelled,
+    InvalidObservation,
     ModelReplied,
     Observation,
     RunTool,
     ToolOutcome,
 )
 
-from ._effects import model_failed
+from ._effects import Decision, model_failed
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run
 from ._session import Session
 from ._tasks import Inbox, Tasks, approval, cancelled, model_caller, own_cancel, tool
 
-Approver = Callable[[AwaitApproval], "bool | str | Awaitable[bool | str]"]
+Approver = Callable[[AwaitApproval], "Decision | Awaitable[Decision]"]
 Work = Callable[[], Awaitable[Observation]]
 
 
@@ -232,6 +233,9 @@ class Driver:
                     for cancel in tasks.values():
                         cancel()
         except BaseException as exc:
+            refused = _refused(exc)
+            if refused is not None:  # the loop's refusal, as the sync executor raises it
+                raise refused from None
             if session.finish is not None or not cancelled(exc):
                 raise
             step(Cancelled("the run was cancelled", now=self.now()))
@@ -239,3 +243,11 @@ class Driver:
         if session.finish is None and tasks:
             step(Cancelled("the run was cancelled", now=self.now()))
         return session.run()
+
+
+def _refused(exc: BaseException) -> InvalidObservation | None:
+    """What the loop refused (an approver's edit that does not fit), alone in the group the
+    run's tasks raised it in."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, InvalidObservation) else None

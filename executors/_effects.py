@@ -6,6 +6,8 @@ from __future__ import annotations
 
 __all__ = [
     "Approver",
+    "Decision",
+    "Edit",
     "JournalArg",
     "answer",
     "call_model",
@@ -20,8 +22,9 @@ import contextlib
 import inspect
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+import msgspec
 from turnstile.core import (
     Approved,
     AwaitApproval,
@@ -45,7 +48,20 @@ if TYPE_CHECKING:
     from ._journal import Journal
 
 JournalArg: TypeAlias = "Journal | str | os.PathLike[str] | None"
-Approver: TypeAlias = Callable[[AwaitApproval], "bool | str"]
+
+
+class Edit(msgspec.Struct, frozen=True):
+    """What an approver returns to approve a call with `arguments` in place of the model's:
+    they must fit the tool's schema (`ToolSpec.arguments_problem`), else the loop refuses them
+    with `InvalidObservation` and the run is left as it was, still waiting on the call."""
+
+    arguments: dict[str, Any]
+
+
+Decision: TypeAlias = "bool | str | Edit"
+"""An approver's answer: True approves, False or a reason (a str) denies, an `Edit` approves
+with other arguments."""
+Approver: TypeAlias = Callable[[AwaitApproval], Decision]
 
 
 @contextlib.contextmanager
@@ -159,8 +175,11 @@ def returned(command: RunTool, outcome: ToolOutcome, now: float) -> ToolReturned
     return ToolReturned(command.id, outcome.content, outcome.is_error, now=now)
 
 
-def answer(command: AwaitApproval, decision: bool | str, now: float) -> Observation:
-    """An approver's decision: True approves; False or a reason denies."""
+def answer(command: AwaitApproval, decision: Decision, now: float) -> Observation:
+    """An approver's decision: True approves; an `Edit` approves with its arguments; False or
+    a reason denies."""
     if decision is True:
         return Approved(command.id, now=now)
+    if type(decision) is Edit:
+        return Approved(command.id, arguments=decision.arguments, now=now)
     return Denied(command.id, decision if isinstance(decision, str) else "", now=now)

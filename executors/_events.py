@@ -37,7 +37,9 @@ from turnstile.core import (
     Finish,
     ModelFailed,
     ModelReplied,
+    Started,
     StopReason,
+    ToolSpec,
     ToolStarted,
 )
 from turnstile.core import Loop as _Loop
@@ -118,11 +120,16 @@ class ToolCallFinished(_Update, frozen=True, tag="tool_call_finished"):
 
 
 class ApprovalNeeded(_Update, frozen=True, tag="approval_needed"):
-    """The call waits for a human's answer (the `approve` callback's, or the caller's later)."""
+    """The call waits for a human's answer (the `approve` callback's, or the caller's later):
+    what a UI shows to ask it, and to check an edit of its `arguments` with (`parameters`,
+    the tool's JSON schema, as `ToolSpec.arguments_problem` does); `reason`, why it asks."""
 
     call_id: str
     name: str
     arguments: dict[str, Any]
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
+    reason: str = ""
 
 
 class OutputDelta(_Update, frozen=True, tag="output_delta"):
@@ -162,13 +169,15 @@ class Narrator:
     denial, a deadline, a call it never runs) are told too, and where in the ledger it has read
     to, so every call the model made is told once, started and finished."""
 
-    __slots__ = ("_finished", "_open", "_read", "show")
+    __slots__ = ("_finished", "_open", "_read", "_tools", "show")
 
     def __init__(self, show: Callable[[Any], object], loop: _Loop) -> None:
         self.show = show
         self._open: dict[str, ToolCall] = {}
         self._finished: set[str] = set()  # calls of the round in flight already told finished
         self._read = len(loop.state.messages)  # a resumed run's earlier calls were told before
+        started = next((e for e in reversed(loop.state.events) if type(e) is Started), None)
+        self._tools = _by_name((started.tools if started else ()) or loop.spec.tools)
 
     def recorded(self, loop: _Loop, events: Sequence[Event]) -> None:
         """The events one step recorded, then the results it wrote, in the round in flight or
@@ -181,6 +190,8 @@ class Narrator:
                     if p is not None:
                         self._open[call_id] = p.call
                         show(ToolCallStarted(call_id, p.call.name, p.call.arguments))
+                case Started(tools=tools):
+                    self._tools = _by_name(tools or loop.spec.tools)
                 case ModelReplied(command_id=key, response=r):
                     show(ModelCallFinished(key, text_of(r.content), r.stop, r.usage))
                 case ModelFailed(command_id=key):
@@ -220,7 +231,10 @@ class Narrator:
                     p = self._find(loop, call_id)
                     if p is not None:
                         self._open[call_id] = p.call
-                    show(ApprovalNeeded(call_id, name, arguments))
+                    tool = self._tools.get(name, ToolSpec(name))
+                    why = f"{name} needs a person's approval for every call (needs_approval)"
+                    show(ApprovalNeeded(call_id, name, arguments, tool.description,
+                                        tool.parameters, why))  # fmt: skip
                 case Finish(reason=reason, output=output):
                     show(RunFinished(reason, output))
 
@@ -230,6 +244,10 @@ class Narrator:
             if p.call.id == call_id:
                 return p
         return None
+
+
+def _by_name(tools: Sequence[ToolSpec]) -> dict[str, ToolSpec]:
+    return {t.name: t for t in tools}
 
 
 class Answering:

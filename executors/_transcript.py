@@ -226,8 +226,10 @@ def transcript(state: LoopState, served: Collection[str] = ()) -> str:
                 to = "" if model is None else f" to {model}"
                 kind = "retryable" if retryable else "final"
                 lines += _block(f"! {cid}{to} failed ({kind}): ", msg)
-            case Approved(call_id=cid):
+            case Approved(call_id=cid, arguments=None):
                 lines.append(f"  ✓ approved {ledger.name(cid)} ({cid})")
+            case Approved(call_id=cid, arguments=dict() as edited):
+                lines += _block(f"  ✓ approved {ledger.name(cid)} ({cid}), edited: ", _args(edited))
             case Denied(call_id=cid, reason=reason):
                 lines += _block(f"  ✗ denied {ledger.name(cid)} ({cid}): ", reason)
             case Cancelled(reason=reason):

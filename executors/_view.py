@@ -214,8 +214,9 @@ class _Writer:
                 cls, word = ("terr", "error from") if error else ("res", "result of")
                 shown = _shown(_compact(content))
                 self.row(i, cls, f"{word} {self.call(cid)} {_pre(shown)}")
-            case Approved(call_id=cid):
-                self.row(i, "ok", f"<b>approved</b> {self.call(cid)}")
+            case Approved(call_id=cid, arguments=edited):
+                to = "" if edited is None else f", edited: {_pre(_args(edited))}"
+                self.row(i, "ok", f"<b>approved</b> {self.call(cid)}{to}")
             case Denied(call_id=cid, reason=reason):
                 self.row(i, "deny", f"<b>denied</b> {self.call(cid)}: {_e(reason)}")
             case Cancelled(reason=reason):

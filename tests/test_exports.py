@@ -146,6 +146,7 @@ EXPORTS = {
         "AsyncModelClient",
         "CorruptJournal",
         "Divergence",
+        "Edit",
         "Failure",
         "Fork",
         "Journal",

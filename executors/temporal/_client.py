@@ -6,7 +6,7 @@ from __future__ import annotations
 __all__ = ["LoopHandle", "run", "start"]
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -23,6 +23,7 @@ from turnstile.core import (
     CallModel,
     Event,
     Finish,
+    InvalidObservation,
     Loop,
     LoopSpec,
     ProtocolError,
@@ -146,17 +147,33 @@ class LoopHandle:
         commands = [] if loop is None else loop.outstanding_commands()
         return [c for c in commands if type(c) is AwaitApproval]
 
-    async def answer(self, call_id: str, decision: bool | str) -> None:
-        """Approve (True) or deny (False, or a reason) the call `call_id`; returns once the
-        workflow took the answer. Raises `ProtocolError`, saying why, when the run awaits no
-        approval of that call (the loop's error for an answer it cannot take)."""
+    async def answer(
+        self,
+        call_id: str,
+        decision: bool | str | None = None,
+        *,
+        edit: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Approve (True) or deny (False, or a reason) the call `call_id`, or approve it with
+        `edit`, arguments in place of the model's; returns once the workflow took the answer.
+        Raises `ProtocolError`, saying why, when the run awaits no approval of that call (the
+        loop's error for an answer it cannot take), and its `InvalidObservation` for an edit
+        that does not fit the tool's schema: the run still waits on the call."""
+        if edit is None and decision is None:
+            raise TypeError("answer() needs a decision (True, False or a reason) or an edit")
+        if edit is not None and decision not in (None, True):
+            raise ValueError(f"an edit approves the call: give it alone, not with {decision!r}")
         reason = decision if isinstance(decision, str) else ""
+        args: list[Any] = [call_id, decision is True or edit is not None, reason]
+        if edit is not None:  # (three arguments otherwise: a worker from before edits takes them)
+            args.append(dict(edit))
         try:
-            await self.workflow.execute_update("answer", args=[call_id, decision is True, reason])
+            await self.workflow.execute_update("answer", args=args)
         except WorkflowUpdateFailedError as e:
             cause = e.cause
             why = getattr(cause, "message", None) or str(cause or e)
-            raise ProtocolError(why) from e
+            refused = getattr(cause, "type", None) == InvalidObservation.__name__
+            raise (InvalidObservation if refused else ProtocolError)(why) from e
 
 
 async def start(

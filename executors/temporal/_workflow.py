@@ -16,6 +16,7 @@ __all__ = ["LoopWorkflow"]
 import asyncio
 from collections import deque
 from collections.abc import Awaitable
+from typing import Any
 
 from temporalio import workflow
 
@@ -127,16 +128,26 @@ class LoopWorkflow:
         return b"" if self._session is None else self._session.loop.dump()
 
     @workflow.update
-    def answer(self, call_id: str, approved: bool, reason: str) -> None:
-        """A human's decision on the call `call_id`: approved, or denied for `reason`."""
+    def answer(
+        self, call_id: str, approved: bool, reason: str, arguments: dict[str, Any] | None = None
+    ) -> None:
+        """A human's decision on the call `call_id`: approved (with `arguments` in place of the
+        model's, if given), or denied for `reason`. (Histories from before edits send three.)"""
         self._asked.discard(call_id)
-        obs = Approved(call_id, now=0.0) if approved else Denied(call_id, reason, now=0.0)
+        obs = _answer(call_id, approved, reason, arguments)
         self._inbox.append((call_id, obs))
 
     @answer.validator
-    def _awaited(self, call_id: str, approved: bool, reason: str) -> None:
+    def _awaited(
+        self, call_id: str, approved: bool, reason: str, arguments: dict[str, Any] | None = None
+    ) -> None:
+        """Refuse, before the history records it, an answer the loop would refuse: to a call
+        that awaits none, or an edit that does not fit (tried on a copy of the loop)."""
         if call_id not in self._asked:
             raise ValueError(f"the run awaits no approval of a call {call_id!r}")
+        if approved and arguments is not None and self._session is not None:
+            copy = Loop.load(self._session.loop.spec, self._session.loop.dump())
+            copy.send(_answer(call_id, approved, reason, arguments, copy.state.events[-1].now))
 
     # -- tasks: activities and timers --------------------------------------------------------
 
@@ -184,6 +195,14 @@ def _loaded(spec: LoopSpec, dump: bytes, fork: bytes) -> Loop | None:
     """The loop a run resumes from its dump, as a fork if it is one."""
     loop = Loop.load(spec, dump) if dump else None
     return carried_on(loop, fork) if loop is not None and fork else loop
+
+
+def _answer(
+    call_id: str, approved: bool, reason: str, arguments: dict[str, Any] | None, now: float = 0.0
+) -> Approved | Denied:
+    if approved:
+        return Approved(call_id, arguments=arguments, now=now)
+    return Denied(call_id, reason, now=now)
 
 
 async def _ring(wait: float) -> Observation:

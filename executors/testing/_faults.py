@@ -48,6 +48,8 @@ class FaultKind(enum.StrEnum):
     """The person answers an approval an hour later."""
     approval_denied = "approval_denied"
     """The person denies the call."""
+    approval_edited = "approval_edited"
+    """The person approves the call with other arguments, which fit the tool's schema."""
     crash = "crash"
     """The process dies as the journal is written; a fresh driver resumes from the journal."""
     reorder = "reorder"
@@ -88,6 +90,7 @@ class Faults(msgspec.Struct, frozen=True, kw_only=True):
     wire_timeout: float = 0.01
     approval_late: float = 0.1
     approval_denied: float = 0.1
+    approval_edited: float = 0.1
     crash: float = 0.03
     reorder: float = 0.5
 

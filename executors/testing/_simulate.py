@@ -31,6 +31,7 @@ from turnstile.core import (
 )
 from turnstile.core.messages import Message, ModelResponse
 from turnstile.executors._agent import Agent
+from turnstile.executors._effects import Decision
 from turnstile.executors._protocols import ToolRunner
 from turnstile.executors._run import Run
 from turnstile.executors._scripted import ScriptedModel
@@ -309,7 +310,7 @@ def _planned(
     faults: Faults | None = None,
     invariants: Sequence[Callable[[LoopState], object]] = (),
     expect: Expect | None = None,
-    approve: Callable[[AwaitApproval], bool | str] | None = None,
+    approve: Callable[[AwaitApproval], Decision] | None = None,
     reset: Callable[[], object] | None = None,
     deps: Any = None,
     tool_timeout: float | None = None,

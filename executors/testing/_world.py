@@ -30,10 +30,10 @@ from turnstile.core import (
     ToolSpec,
 )
 from turnstile.core.messages import AssistantMessage, Message, ModelResponse
-from turnstile.executors._effects import answer, model_failed, returned
+from turnstile.executors._effects import Decision, Edit, answer, model_failed, returned
 from turnstile.executors._session import Session, Work
 
-from ._faults import FaultKind, Schedule
+from ._faults import Draws, FaultKind, Schedule
 
 if TYPE_CHECKING:
     from turnstile.executors._journal import Journal
@@ -87,7 +87,7 @@ class Setup:
     reply: Callable[[ModelRequest], ModelResponse]
     specs: tuple[Any, ...]
     run_call: Callable[[RunTool], ToolOutcome]
-    approve: Callable[[AwaitApproval], bool | str] | None
+    approve: Callable[[AwaitApproval], Decision] | None
     checks: Sequence[Check]
     finals: Sequence[Check]
     tool_timeout: float | None
@@ -270,10 +270,39 @@ class World:
         kind, r = self.schedule.draw("approval")
         delay = r.uniform(600, 3600) if kind is FaultKind.approval_late else r.uniform(1, 30)
         approve = self.setup.approve
-        decision: bool | str = True if approve is None else approve(command)
+        decision: Decision = True if approve is None else approve(command)
         if kind is FaultKind.approval_denied:
             decision = "denied (simulated)"
+        elif kind is FaultKind.approval_edited:
+            assert self.session is not None
+            decision = _edited(command, self.session.loop.spec.tools, r)
         return self.now + delay, lambda now: answer(command, decision, now)
+
+
+def _edited(command: AwaitApproval, specs: Sequence[ToolSpec], r: Draws) -> Decision:
+    """A person's edit of the call's arguments that fits its tool's schema: one field changed
+    (a flag flipped, a number moved, a string shortened or another member of its enum), the
+    first of them in the draw's order that fits; a plain yes if none does."""
+    spec = next((s for s in specs if s.name == command.name), None)
+    if spec is None:
+        return True
+    properties = spec.parameters.get("properties", {})
+    edits: list[dict[str, Any]] = []
+    for key, value in command.arguments.items():
+        options: list[Any] = [not value] if isinstance(value, bool) else []
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            options += [value + 1, value - 1, value * 2]
+        elif isinstance(value, str):
+            options += [value[: len(value) // 2], f"{value}-edited"]
+        member = properties.get(key) if isinstance(properties, dict) else None
+        enum = member.get("enum", ()) if isinstance(member, dict) else ()
+        options += [m for m in enum if m != value]
+        edits += [{**command.arguments, key: option} for option in options]
+    r.shuffle(edits)
+    for arguments in edits:
+        if spec.arguments_problem(arguments) is None:
+            return Edit(arguments)
+    return True
 
 
 def _limit(specs: Sequence[ToolSpec], default: float | None, name: str) -> float:

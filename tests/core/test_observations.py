@@ -33,6 +33,7 @@ EVERY_EVENT = [
     ToolStarted("c1", now=3.0),
     ToolReturned("c1", [Text("a chart")], is_error=True, now=4.0),
     Approved("c2", now=5.0),
+    Approved("c2", arguments={"path": "/tmp/y"}, now=5.0),
     Denied("c3", "too dangerous", now=6.0),
     Tick(now=7.0),
     Cancelled("user pressed ctrl-c", now=8.0),
@@ -101,6 +102,9 @@ def test_what_an_observation_leaves_out_writes_nothing_and_reads_as_its_default(
         None,
     )
     assert b'"model"' not in msgspec.json.encode(EVERY_EVENT[1])
+    assert msgspec.json.encode(Approved("c2", now=5.0)) == (
+        b'{"type":"approved","call_id":"c2","now":5.0}'  # as before edits could be sent
+    )
 
 
 def test_a_start_logged_before_runs_recorded_their_tools_still_reads() -> None:

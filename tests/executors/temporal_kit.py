@@ -70,7 +70,8 @@ break runs under way shows as a nondeterminism error in CI (no server needed). W
 conformance and kill tests with TURNSTILE_RECORD_HISTORIES=1 (the ones kept are those
 that differ in what the workflow does: a round of calls, a retry's timer, a finalize, a refusal,
 a typed output, a worker lost in a tool call and in a model call, a spec offered the worker's
-tools)."""
+tools, approvals answered before edits existed (`approvals-answered`, recorded by that release's
+workflow and client) and an approval answered with an edit)."""
 
 
 def keep(history: WorkflowHistory, name: str) -> None:

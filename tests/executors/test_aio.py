@@ -15,6 +15,7 @@ import sniffio
 import trio
 from turnstile.core import (
     Guards,
+    InvalidObservation,
     Loop,
     LoopSpec,
     ModelError,
@@ -34,7 +35,7 @@ from turnstile.core.messages import (
     Usage,
     validate_history,
 )
-from turnstile.executors import Run, ScriptedModel, aio, sync
+from turnstile.executors import Edit, Run, ScriptedModel, aio, sync
 from turnstile.executors.testing import run_async
 
 from .backoff import retries_wait
@@ -360,6 +361,34 @@ def test_resume_from_a_dump_with_an_async_approver(backend: str) -> None:
     )
     assert run.stop_reason is StopReason.completed
     assert run.messages[2].results[0].content == "launched"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_approver_sync_or_async_may_edit_and_an_edit_that_does_not_fit_is_refused(
+    backend: str,
+) -> None:
+    ran: list[int] = []
+
+    @tool(needs_approval=True)
+    async def launch(n: int) -> str:
+        """Needs a human."""
+        ran.append(n)
+        return "launched"
+
+    spec = LoopSpec(tools=(launch.spec,))
+
+    async def edit(command: object) -> Edit:
+        return Edit({"n": 7})
+
+    for approver in (edit, lambda command: Edit({"n": 8})):
+        run = under(backend, lambda a=approver: aio.run(spec, "go", model=batch("launch", 1),
+                                                        tools=[launch], approve=a))  # fmt: skip
+        assert run.stop_reason is StopReason.completed
+    assert ran == [7, 8]
+    with pytest.raises(InvalidObservation, match=r"arguments\.n: the edited arguments of launch"):
+        under(backend, lambda: aio.run(spec, "go", model=batch("launch", 1), tools=[launch],
+                                       approve=lambda command: Edit({"n": "x"})))  # fmt: skip
+    assert ran == [7, 8]
 
 
 class Deps(msgspec.Struct):

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from turnstile.core import Loop
+from turnstile.core import Approved, Loop
 from turnstile.executors import Journal, _console, sync, transcript
 from turnstile.executors._console import Display, Mirror
 from turnstile.executors.cli import main
@@ -216,8 +216,34 @@ def test_on_a_terminal_a_call_that_needs_approval_is_asked_about(
     monkeypatch.setattr(sys, "stdin", Terminal(typed))
     assert main(["run", "tests.executors.cli_agents:approved", "Weather in Paris?"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith('Let me check.\n  ? run get_weather {"city": "Paris"}? [y/N/why not] ')
+    assert out.startswith(
+        'Let me check.\n  ? run get_weather {"city": "Paris"}? [y/N/edit/why not] '
+    )
     assert result in err.splitlines()
+
+
+def test_on_a_terminal_a_call_is_approved_with_arguments_edited_until_they_fit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    typed = 'edit\n{"town": "Lyon"}\nLyon\n{"city": "Lyon"}\n'
+    monkeypatch.setattr(sys, "stdin", Terminal(typed))
+    journal = str(tmp_path / "run.journal")
+    argv = ["run", "--journal", journal, "tests.executors.cli_agents:approved", "Weather?"]
+    assert main(argv) == 0
+    out, _ = capsys.readouterr()
+    assert "    city: a required field is missing\n" in out
+    assert "    not JSON: " in out
+    edited = [e for e in Journal(journal).events if type(e) is Approved]
+    assert [e.arguments for e in edited] == [{"city": "Lyon"}]
+
+
+def test_on_a_terminal_an_edit_left_empty_denies_the_call(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", Terminal("e\n\n"))
+    assert main(["run", "tests.executors.cli_agents:approved", "Weather in Paris?"]) == 0
+    denied = "  ✗ get_weather: denied by a human: no reason given. Do not retry it."
+    assert denied in capsys.readouterr().err.splitlines()
 
 
 def test_elsewhere_a_call_that_needs_approval_waits_and_exits_1(

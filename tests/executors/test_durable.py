@@ -5,6 +5,8 @@ by a new process, which tells the loop it `Resumed`."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 from turnstile.core import (
+    Approved,
     Event,
     Loop,
     LoopSpec,
@@ -38,9 +41,11 @@ from turnstile.core.messages import (
     Usage,
     validate_history,
 )
-from turnstile.executors import Journal, Run, ScriptedModel, Toolbox, sync
+from turnstile.executors import Journal, Run, ScriptedModel, Toolbox, sync, transcript
 from turnstile.executors import aio as trio_executor
 from turnstile.executors.testing import run_async
+
+from . import cli_agents
 
 
 class Crash(BaseException):
@@ -533,3 +538,47 @@ def test_the_durable_example_shows_each_turn_s_token_usage(
     )
     headings = [line for line in run.transcript().splitlines() if line.startswith("──")]
     assert len(headings) == 6 and not any(re.search(r"\b0 in|/ 0 out", h) for h in headings)
+
+
+_ANSWER_IN_ANOTHER_PROCESS = """
+import sys
+from turnstile.core import InvalidObservation
+from turnstile.executors import Edit, sync
+from tests.executors.cli_agents import approved
+
+edit = Edit({"city": sys.argv[2]} if sys.argv[2] != "-" else {"town": "Lyon"})
+try:
+    run = sync.run(approved, journal=sys.argv[1], approve=lambda call: edit)
+except InvalidObservation as e:
+    print("refused:", e)
+else:
+    print(run.stop_reason.value, run.messages[-2].results[0].content)
+"""
+
+
+def _answer_in_another_process(journal: Path, city: str) -> str:
+    script = [sys.executable, "-c", _ANSWER_IN_ANOTHER_PROCESS, str(journal), city]
+    root = Path(__file__).parent.parent.parent
+    return subprocess.run(script, capture_output=True, text=True, check=True, cwd=root).stdout
+
+
+def test_an_edited_approval_resumes_from_the_journal_in_another_process(tmp_path: Path) -> None:
+    journal = tmp_path / "run.journal"
+    waiting = sync.run(cli_agents.approved, "Weather?", journal=journal)
+    assert [(c.name, c.arguments) for c in waiting.waiting] == [("get_weather", {"city": "Paris"})]
+    before = journal.read_bytes()
+    refused = _answer_in_another_process(journal, "-")  # an edit that does not fit: refused
+    assert refused.startswith("refused: arguments.city: the edited arguments of get_weather (c1)")
+    assert journal.read_bytes()[: len(before)] == before
+    assert Journal(journal).loop(LoopSpec()).state.phase == "awaiting_approval"  # still asks
+    said = _answer_in_another_process(journal, "Lyon")
+    assert said.startswith("completed (a person approved this call with its arguments changed")
+    assert '"city":"Lyon","temp_c":21' in said  # the call ran as edited
+    events = Journal(journal).events
+    [approved] = [e for e in events if type(e) is Approved]
+    assert approved.arguments == {"city": "Lyon"}
+    loop = Journal(journal).loop(LoopSpec())
+    assert loop.state.messages[1].content[1].arguments == {"city": "Paris"}  # as the model asked
+    shown = transcript(loop.state)
+    assert '  → get_weather {"city": "Paris"}' in shown
+    assert '  ✓ approved get_weather (c1), edited: {"city": "Lyon"}' in shown

@@ -22,8 +22,10 @@ pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnsti
 from temporalio.client import WorkflowHistory
 from temporalio.workflow import NondeterminismError
 from turnstile.core import (
+    Approved,
     Event,
     Guards,
+    InvalidObservation,
     Loop,
     LoopSpec,
     ModelRequest,
@@ -336,6 +338,35 @@ def test_approvals_are_updates_and_a_dump_from_sync_resumes(env: Env, inproc: In
     got = results(run)
     assert got["w1"] == ("wired 5", False)
     assert got["w2"][1] and "too much" in str(got["w2"][0])
+
+
+def test_an_approval_is_answered_with_an_edit_and_an_edit_that_does_not_fit_is_refused(
+    env: Env, inproc: InProcess
+) -> None:
+    handle = inproc.start("pay", "wiring")
+    deadline = time.monotonic() + 30
+    while len(env.wait(handle.waiting(), 10)) < 2:
+        assert time.monotonic() < deadline, "the approvals never came"
+        time.sleep(0.05)
+    with pytest.raises(InvalidObservation, match=r"arguments\.amount: the edited arguments"):
+        env.wait(handle.answer("w2", edit={"amount": "all of it"}), 30)
+    with pytest.raises(ValueError, match="an edit approves the call"):
+        env.wait(handle.answer("w2", "no", edit={"amount": 70}), 30)
+    assert len(env.wait(handle.waiting(), 10)) == 2  # refused: the run still waits on both
+    env.wait(handle.answer("w1", True), 30)
+    env.wait(handle.answer("w2", edit={"amount": 70}), 30)
+    run = env.wait(handle.result(), 30)
+    assert results(run) == {"w1": ("wired 5", False), "w2": (NOTED.format(70) + "wired 70", False)}
+    assert [e.arguments for e in run.state.events if type(e) is Approved] == [None, {"amount": 70}]
+    history = env.wait(handle.workflow.fetch_history(), 30)
+    keep(history, "edited-approval")
+    replay_history(history)
+
+
+NOTED = (
+    '(a person approved this call with its arguments changed to {{"amount":{0}}}; this is the '
+    "result of the call as changed)\n"
+)
 
 
 def test_the_deadline_fires_from_a_timer_while_a_tool_runs(env: Env, inproc: InProcess) -> None:

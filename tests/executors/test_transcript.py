@@ -14,7 +14,7 @@ from turnstile.core.messages import (
     Usage,
     UserMessage,
 )
-from turnstile.executors import ScriptedModel, sync, transcript
+from turnstile.executors import Edit, ScriptedModel, sync, transcript
 
 
 @tool
@@ -75,6 +75,24 @@ def test_approvals_and_denials_come_at_their_turn() -> None:
         "── turn 3 · end_turn · 10 in / 5 out ──",
         "assistant: done",
         "── completed after 3 turns · 30 in / 15 out ──",
+    )
+
+
+def test_an_edited_approval_shows_the_call_as_made_then_the_edit_it_ran_with() -> None:
+    script = [calls(ToolCall("d1", "delete", {"path": "a"})), text("done")]
+    run = sync.run(LoopSpec(tools=(delete.spec,)), "clean up", model=ScriptedModel(script),
+                   tools=[delete], approve=lambda c: Edit({"path": "b"}))  # fmt: skip
+    assert run.transcript() == lines(
+        "user: clean up",
+        "── turn 1 · tool_use · 10 in / 5 out ──",
+        '  → delete {"path": "a"}',
+        '  ✓ approved delete (d1), edited: {"path": "b"}',
+        '  ← delete: (a person approved this call with its arguments changed to {"path":"b"}; '
+        "this is the result of the call as changed)",
+        "    deleted b",
+        "── turn 2 · end_turn · 10 in / 5 out ──",
+        "assistant: done",
+        "── completed after 2 turns · 20 in / 10 out ──",
     )
 
 

@@ -22,6 +22,7 @@ from turnstile.core.messages import (
 )
 from turnstile.executors import (
     ApprovalNeeded,
+    Edit,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
@@ -162,7 +163,32 @@ def test_a_denied_call_is_announced_then_finished_and_a_waiting_one_only_announc
         on_update=waiting.append,
     )
     assert run.finish is None
-    assert waiting[-1] == ApprovalNeeded("x", "launch", {"n": 1})
+    assert waiting[-1] == ApprovalNeeded(
+        "x",
+        "launch",
+        {"n": 1},
+        "Needs a human.",
+        launch.spec.parameters,
+        "launch needs a person's approval for every call (needs_approval)",
+    )
+
+
+def test_an_approval_needed_carries_what_a_ui_asks_with_and_an_edited_call_starts_edited() -> None:
+    updates: list[Update] = []
+    run = sync.run(
+        LoopSpec(),
+        "go",
+        model=ScriptedModel([reply(ToolCall("x", "launch", {"n": 1})), ANSWER]),
+        tools=[launch],
+        approve=lambda c: Edit({"n": 2}),
+        on_update=updates.append,
+    )
+    [asked] = [u for u in updates if type(u) is ApprovalNeeded]
+    assert (asked.description, asked.parameters["required"]) == ("Needs a human.", ["n"])
+    [started] = [u for u in updates if type(u) is ToolCallStarted]
+    assert started.arguments == {"n": 2}  # what runs, where the reply shows the model's call
+    assert run.calls() == [("launch", {"n": 1})]
+    assert _decode.decode(msgspec.json.encode(asked)) == asked
 
 
 def test_a_failed_call_and_its_retry_are_shown(monkeypatch: pytest.MonkeyPatch) -> None:

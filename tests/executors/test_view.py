@@ -44,7 +44,7 @@ from turnstile.core.messages import (
     UserMessage,
 )
 from turnstile.core.request import Purpose
-from turnstile.executors import Journal, ScriptedModel, cli, sync
+from turnstile.executors import Edit, Journal, ScriptedModel, cli, sync
 from turnstile.executors._view import Branch, page, write_page
 
 HOSTILE = "</script><script>console.error('injected')</script><img src=x onerror=alert(1)>&amp;"
@@ -140,6 +140,19 @@ def test_retries_fallbacks_approvals_and_costs_are_shown(tmp_path: Path) -> None
     # turn 1 on big: 100 in at 3.0, 20 out at 15.0 per million; the last turn on small
     assert "this call 100 in / 20 out · cost 0.0006" in text
     assert "so far 400 in / 80 out · cost 0.0020" in text
+
+
+def test_an_approval_with_edited_arguments_shows_them_beside_the_call_as_made(
+    tmp_path: Path,
+) -> None:
+    script = [calls(ToolCall("d1", "delete", {"path": "x"})), answer("done")]
+    journal = str(tmp_path / "run.journal")
+    sync.run(SPEC, "clean", model=ScriptedModel(script), tools=[lookup, delete],
+             approve=lambda c: Edit({"path": "<y>"}), journal=journal)  # fmt: skip
+    text = page([Branch("run", Journal.read(journal))], SPEC)
+    assert "{&quot;path&quot;: &quot;x&quot;}" in text  # the call as the model made it
+    approved = "<b>approved</b> <b>delete</b> <span class=id>(d1)</span>, edited: <pre"
+    assert approved in text and "{&quot;path&quot;: &quot;&lt;y&gt;&quot;}</pre>" in text
 
 
 def test_a_dumped_state_is_viewed_as_a_journal_is(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from turnstile.core import (
@@ -145,6 +146,24 @@ def test_approvals_come_late_or_are_denied_and_the_run_goes_on() -> None:
     answers = {type(e) for r in report.runs for e in r.events if type(e) in (Approved, Denied)}
     assert report.ok and answers == {Approved, Denied}
     assert max(r.time for r in report.runs) > 600  # an hour late, outside the deadline
+
+
+def test_an_edited_approval_runs_the_call_with_arguments_that_fit_its_schema() -> None:
+    ran: list[tuple[int, str]] = []
+
+    @tool(needs_approval=True)
+    def refund(order: int, reason: Literal["late", "broken"] = "late") -> str:
+        """Refund an order."""
+        ran.append((order, reason))
+        return "refunded"
+
+    report = _one_call(refund, {"order": 1}, seeds=10, faults=Faults.only(approval_edited=1.0))
+    edits = [e.arguments for r in report.runs for e in r.events if type(e) is Approved]
+    assert report.ok and len(edits) == 10
+    assert all(e is not None and e != {"order": 1} for e in edits)
+    assert all(refund.spec.arguments_problem(e) is None for e in edits)
+    assert set(ran) == {(e["order"], e.get("reason", "late")) for e in edits}  # type: ignore[union-attr]
+    assert len(set(map(str, edits))) > 1  # the draw picks the field and the change
 
 
 def test_work_handed_out_after_a_hung_call_went_stale_still_comes_back() -> None:
