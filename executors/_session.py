@@ -14,7 +14,10 @@ from __future__ import annotations
 
 __all__ = ["Session", "Work", "check_prompt"]
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -34,6 +37,7 @@ from turnstile.core import (
     RunTool,
     Started,
     Tick,
+    ToolReturned,
     ToolSpec,
     ToolStarted,
 )
@@ -47,6 +51,7 @@ from ._served import Recorded, forked
 if TYPE_CHECKING:
     from ._journal import Journal
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 Work = CallModel | RunTool | AwaitApproval
 """A command that is work to carry out (a `Finish` is none)."""
 
@@ -144,6 +149,7 @@ class Session:
         "_safe",
         "_tools",
         "_written",
+        "children",
         "finish",
         "loop",
         "now",
@@ -208,6 +214,9 @@ class Session:
         """The loop's `Finish`, once `next` or `hand_out` has seen it."""
         self.waiting: list[AwaitApproval] = []
         """The approvals `next` or `hand_out` was told no one answers."""
+        self.children: dict[str, Run] = {}
+        """The runs of sub-agents' calls (`as_tool`) made here, by call id: their results
+        carry what they spent, and the transcript nests them."""
 
     def _clock(self, clock: Callable[[], float], offset: float) -> Callable[[], float]:
         """`clock` plus `offset`, never before the loop's last event (a clock's float steps,
@@ -241,7 +250,11 @@ class Session:
 
     def send(self, obs: Observation) -> list[Command]:
         """Record what the world did (`on_step` sees it); return what the loop decides. A reply
-        that is not a `ModelResponse` is the client's bug: final, as if it had raised."""
+        that is not a `ModelResponse` is the client's bug: final, as if it had raised. A
+        sub-agent's result carries what its child run spent."""
+        if self.children and type(obs) is ToolReturned and obs.call_id in self.children:
+            state = self.children[obs.call_id].loop.state
+            obs = msgspec.structs.replace(obs, usage=state.usage, cost=state.cost)
         commands = self._apply(obs)
         if self._on_step is not None:  # once recorded: a dump taken there holds it
             self._on_step(obs)
@@ -393,8 +406,36 @@ class Session:
         return Tick(now=now) if self.loop.deadline_passed(now) else None
 
     def run(self) -> Run:
-        """The outcome so far: the loop, its `Finish` if any, else the approvals left waiting."""
-        return Run(self.loop, self.finish, [] if self.finish is not None else self.waiting)
+        """The outcome so far: the loop, its `Finish` if any, else the approvals left waiting,
+        and the sub-agents' runs."""
+        run = Run(self.loop, self.finish, [] if self.finish is not None else self.waiting)
+        run.children = self.children
+        return run
+
+    # -- sub-agents --------------------------------------------------------------------------
+
+    def child_journal(self, call_id: str) -> Path | None:
+        """Where the child run of sub-agent call `call_id` keeps its journal: beside this run's
+        (None without one), named by the event of the reply that made the call and the call's
+        id (`run.journal` → `run.7-call_1.journal`), so a resumed run finds it again and a
+        call id a later turn reuses gets its own."""
+        if self._journal is None:
+            return None
+        events = self.loop.state.events
+        at = next(i for i in range(len(events) - 1, -1, -1) if type(events[i]) is ModelReplied)
+        path = self._journal.path
+        return path.with_name(f"{path.stem}.{at}-{_UNSAFE.sub('_', call_id)}{path.suffix}")
+
+    @contextlib.contextmanager
+    def child_opened(self, path: Path | None) -> Iterator[Journal | None]:
+        """The journal at `path` (None: none), with this run's fsync policy, closed after."""
+        if path is None:
+            yield None
+            return
+        from ._journal import Journal
+
+        with Journal(path, fsync=self._journal.fsync) as journal:  # type: ignore[union-attr,arg-type]
+            yield journal
 
     def _record(self, commands: list[Command]) -> None:
         events = self.loop.state.events

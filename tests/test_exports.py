@@ -168,6 +168,7 @@ EXPORTS = {
         "TornJournal",
         "Update",
         "ainvoke",
+        "as_tool",
         "divergence",
         "fork",
         "invoke",
