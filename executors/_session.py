@@ -15,7 +15,6 @@ from __future__ import annotations
 __all__ = ["Session", "Work", "check_prompt"]
 
 import contextlib
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,7 +50,6 @@ from ._served import Recorded, forked
 if TYPE_CHECKING:
     from ._journal import Journal
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 Work = CallModel | RunTool | AwaitApproval
 """A command that is work to carry out (a `Finish` is none)."""
 
@@ -415,16 +413,15 @@ class Session:
     # -- sub-agents --------------------------------------------------------------------------
 
     def child_journal(self, call_id: str) -> Path | None:
-        """Where the child run of sub-agent call `call_id` keeps its journal: beside this run's
-        (None without one), named by the event of the reply that made the call and the call's
-        id (`run.journal` → `run.7-call_1.journal`), so a resumed run finds it again and a
-        call id a later turn reuses gets its own."""
+        """Where the child run of sub-agent call `call_id`, of the round in flight, keeps its
+        journal (`child_path`): beside this run's; None without one."""
         if self._journal is None:
             return None
+        from ._journal import child_path
+
         events = self.loop.state.events
         at = next(i for i in range(len(events) - 1, -1, -1) if type(events[i]) is ModelReplied)
-        path = self._journal.path
-        return path.with_name(f"{path.stem}.{at}-{_UNSAFE.sub('_', call_id)}{path.suffix}")
+        return child_path(self._journal.path, at, call_id)
 
     @contextlib.contextmanager
     def child_opened(self, path: Path | None) -> Iterator[Journal | None]:
