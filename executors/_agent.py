@@ -207,7 +207,7 @@ class SubAgent(Tool):
     def _finished(self, session: Session, call_id: str, run: Run) -> ToolOutcome:
         """The child's answer as the call's result (text, or its typed output as JSON), or an
         error saying how it stopped; the child is kept, its spending counted, by the parent."""
-        session.children[call_id] = run
+        session.child_finished(call_id, run)
         finish = run.finish
         if finish is None:
             names = ", ".join(c.name for c in run.waiting)

@@ -145,6 +145,7 @@ class Session:
         "_on_step",
         "_prompt",
         "_safe",
+        "_spending",
         "_tools",
         "_written",
         "children",
@@ -213,8 +214,8 @@ class Session:
         self.waiting: list[AwaitApproval] = []
         """The approvals `next` or `hand_out` was told no one answers."""
         self.children: dict[str, Run] = {}
-        """The runs of sub-agents' calls (`as_tool`) made here, by call id: their results
-        carry what they spent, and the transcript nests them."""
+        """The runs of sub-agents' calls (`as_tool`) made here, by call id."""
+        self._spending: dict[str, Run] = {}  # ...those whose results are still to come
 
     def _clock(self, clock: Callable[[], float], offset: float) -> Callable[[], float]:
         """`clock` plus `offset`, never before the loop's last event (a clock's float steps,
@@ -250,9 +251,11 @@ class Session:
         """Record what the world did (`on_step` sees it); return what the loop decides. A reply
         that is not a `ModelResponse` is the client's bug: final, as if it had raised. A
         sub-agent's result carries what its child run spent."""
-        if self.children and type(obs) is ToolReturned and obs.call_id in self.children:
-            state = self.children[obs.call_id].loop.state
-            obs = msgspec.structs.replace(obs, usage=state.usage, cost=state.cost)
+        if self._spending and type(obs) is ToolReturned:
+            child = self._spending.pop(obs.call_id, None)
+            if child is not None:
+                state = child.loop.state
+                obs = msgspec.structs.replace(obs, usage=state.usage, cost=state.cost)
         commands = self._apply(obs)
         if self._on_step is not None:  # once recorded: a dump taken there holds it
             self._on_step(obs)
@@ -411,6 +414,11 @@ class Session:
         return run
 
     # -- sub-agents --------------------------------------------------------------------------
+
+    def child_finished(self, call_id: str, run: Run) -> None:
+        """Sub-agent call `call_id` ran its child `run`: the transcript nests it, and the
+        call's result carries what it spent (once: a later call may reuse the id)."""
+        self.children[call_id] = self._spending[call_id] = run
 
     def child_journal(self, call_id: str) -> Path | None:
         """Where the child run of sub-agent call `call_id`, of the round in flight, keeps its

@@ -109,7 +109,7 @@ class _Ledger:
     ) -> None:
         self.messages = state.messages
         self.served = served
-        self.children = children
+        self.children = dict(children)  # each shown once, under the first call of its id
         self.next = 0
         self.names: dict[str, str] = {}
         self.lines: list[str] = []
@@ -198,7 +198,7 @@ class _Ledger:
                             shown = call.raw_arguments or _args(call.arguments)
                             cut = "" if call.complete else " [cut off]"
                             lines += _block(f"  → {name} ", shown + cut)
-                            child = self.children.get(call_id)
+                            child = self.children.pop(call_id, None)
                             if child is not None:  # a sub-agent's run, under its call
                                 lines += [f"    │ {line}" for line in child.split("\n")]
             case ToolResults(results=results):

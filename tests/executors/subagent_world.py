@@ -41,7 +41,7 @@ def note(text: str, context: ToolContext[str]) -> str:
 research = as_tool(CHILD, name="research", description="Research a question.", tools=[note])
 
 
-def _reply(request: ModelRequest) -> ModelResponse:
+def reply(request: ModelRequest) -> ModelResponse:
     results = [r for m in request.messages if type(m) is ToolResults for r in m.results]
     if request.system == "parent":
         if not results:
@@ -58,7 +58,7 @@ def _reply(request: ModelRequest) -> ModelResponse:
 
 
 def model() -> ScriptedModel:
-    return ScriptedModel(_reply)
+    return ScriptedModel(reply)
 
 
 def execute(kind: str, folder: Path, spec: LoopSpec = PARENT, **options: Any) -> Run:

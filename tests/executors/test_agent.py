@@ -14,7 +14,16 @@ from typing import Any
 import anthropic
 import msgspec
 import pytest
-from turnstile.core import Guards, InvalidSpec, LoopSpec, Price, StopReason, ToolContext, tool
+from turnstile.core import (
+    Guards,
+    InvalidSpec,
+    LoopSpec,
+    ModelRequest,
+    Price,
+    StopReason,
+    ToolContext,
+    tool,
+)
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
 from turnstile.executors import (
     Agent,
@@ -33,7 +42,18 @@ from turnstile.executors.testing import run_async
 from turnstile.providers import MissingAPIKey
 from turnstile.providers.replay import RecordedTools, client_for, load_trace, prompt_for, spec_for
 
-from tests.executors.subagent_world import CHILD, KINDS, PARENT, execute, model, note, research
+from tests.executors.subagent_world import (
+    CHILD,
+    KINDS,
+    PARENT,
+    execute,
+    model,
+    note,
+    research,
+)
+from tests.executors.subagent_world import (
+    reply as child_reply,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -292,3 +312,23 @@ def test_a_parent_killed_mid_child_and_resumed_runs_no_child_tool_twice_and_cost
         children = sum(Journal.replay(p, CHILD).state.cost for p in _children(folder))
         own = Price(input=1.0, output=2.0).of(Usage(3_000, 150))
         assert run.cost == pytest.approx(own + children) == pytest.approx(whole.cost), where
+
+
+def test_a_child_s_cost_counts_once_when_a_later_call_reuses_its_id(tmp_path: Path) -> None:
+    replies = iter(
+        [
+            ModelResponse([ToolCall("c1", "research", {"prompt": "x"})], ModelStop.tool_use),
+            ModelResponse([ToolCall("c1", "note", {"text": "z"})], ModelStop.tool_use),
+            ModelResponse([Text("done")], ModelStop.end_turn),
+        ]
+    )
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        return next(replies) if request.system == "parent" else child_reply(request)
+
+    run = sync.run(
+        PARENT, "go", model=ScriptedModel(reply), tools=[research, note], deps=str(tmp_path / "s")
+    )
+    assert run.stop_reason is StopReason.completed
+    assert run.cost == pytest.approx(run.children["c1"].cost)  # the parent's replies cost 0
+    assert run.transcript().count("    │ user: x") == 1  # under the sub-agent's call only
