@@ -200,8 +200,11 @@ class SubAgent(Tool):
         prompt: str,
         options: dict[str, Any],
     ) -> ToolOutcome:
+        import anyio  # under aio only: `import turnstile.executors` does not pay for it
+
         with parent.session.child_opened(path) as journal:
             run = await parent.run(child, prompt, journal=journal, **options)
+        await anyio.lowlevel.checkpoint()  # the child ended on the parent's cancel: it goes on
         return self._finished(parent.session, call_id, run)
 
     def _finished(self, session: Session, call_id: str, run: Run) -> ToolOutcome:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
 import msgspec
 import pytest
 from turnstile.core import (
@@ -332,3 +333,36 @@ def test_a_child_s_cost_counts_once_when_a_later_call_reuses_its_id(tmp_path: Pa
     assert run.stop_reason is StopReason.completed
     assert run.cost == pytest.approx(run.children["c1"].cost)  # the parent's replies cost 0
     assert run.transcript().count("    │ user: x") == 1  # under the sub-agent's call only
+
+
+class _SlowChild:
+    """The parent calls `research` once; the child's model never answers in time."""
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        if request.system == "parent":
+            call = ToolCall("a1", "research", {"prompt": "x"})
+            return ModelResponse([call], ModelStop.tool_use, Usage(1, 1))
+        await anyio.sleep(10)
+        return ModelResponse([Text("late")], ModelStop.end_turn, Usage(1, 1))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_parent_cancelled_while_its_child_runs_finishes_cancelled(
+    backend: Any, tmp_path: Path
+) -> None:
+    """The child ends cancelled, and the cancel goes on to the parent: its call gets no answer
+    from the child, as any call under way when a run is called off."""
+    import anyio
+
+    async def cancelled() -> Any:
+        with anyio.move_on_after(1):
+            journal = tmp_path / "run.journal"
+            return await aio.run(PARENT, "go", model=_SlowChild(), tools=[research],
+                                 journal=journal)  # fmt: skip
+
+    run = run_async(cancelled, backend=backend)
+    assert run.stop_reason is StopReason.cancelled
+    [result] = [r for m in run.messages if type(m) is ToolResults for r in m.results]
+    assert "cancelled" in str(result.content) and "research stopped" not in str(result.content)
+    child = Journal.read(tmp_path / "run.1-a1.journal")
+    assert type(child[-1]).__name__ == "Cancelled"
