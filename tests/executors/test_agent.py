@@ -352,7 +352,6 @@ def test_a_parent_cancelled_while_its_child_runs_finishes_cancelled(
 ) -> None:
     """The child ends cancelled, and the cancel goes on to the parent: its call gets no answer
     from the child, as any call under way when a run is called off."""
-    import anyio
 
     async def cancelled() -> Any:
         with anyio.move_on_after(1):
