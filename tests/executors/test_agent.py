@@ -365,3 +365,38 @@ def test_a_parent_cancelled_while_its_child_runs_finishes_cancelled(
     assert "cancelled" in str(result.content) and "research stopped" not in str(result.content)
     child = Journal.read(tmp_path / "run.1-a1.journal")
     assert type(child[-1]).__name__ == "Cancelled"
+
+
+class Question(msgspec.Struct):
+    topic: str
+    depth: int = 1
+
+
+class Finding(msgspec.Struct):
+    topic: str
+    pages: int
+
+
+def test_a_sub_agent_takes_its_input_type_and_answers_with_its_typed_output() -> None:
+    asked: list[str] = []
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        if request.system == "parent":
+            if len(request.messages) == 1:
+                call = ToolCall("q1", "research", {"topic": "caching", "depth": 2})
+                return ModelResponse([call], ModelStop.tool_use)
+            return ModelResponse([Text("ok")], ModelStop.end_turn)
+        asked.append(str(request.messages[0].content))  # type: ignore[union-attr]
+        answer = ToolCall("f1", "final_answer", {"topic": "caching", "pages": 3})
+        return ModelResponse([answer], ModelStop.tool_use)
+
+    typed = as_tool(
+        LoopSpec(system="child", output=Finding), name="research", description="R.", input=Question
+    )
+    assert typed.spec.parameters["required"] == ["topic"]
+    run = sync.run(PARENT, "go", model=ScriptedModel(reply), tools=[typed])
+    assert asked == ['{"topic":"caching","depth":2}']
+    [result] = [r for m in run.messages if type(m) is ToolResults for r in m.results]
+    assert (result.content, result.is_error) == ('{"topic":"caching","pages":3}', False)
+    with pytest.raises(TypeError, match="model and tools"):
+        as_tool(Agent(CHILD, model=model()), name="r", description="R.", tools=[note])
