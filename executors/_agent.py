@@ -236,7 +236,7 @@ def as_tool(
     model: Model | None = None,
     tools: Tools = (),
     input: type | None = None,
-) -> SubAgent:
+) -> Tool:
     """`agent` (a spec, or an `Agent` with its model and tools) as a tool another run offers
     its model: each call runs a child run of it, from the call's `prompt` (or, given an
     `input` type, the arguments it takes, as JSON), under the parent's executor (`sync`, or
