@@ -132,3 +132,19 @@ def test_a_result_that_spent_nothing_is_written_as_before() -> None:
         msgspec.json.encode(ToolReturned("a", "ok", cost=0.5, now=1.0)), type=ToolReturned
     )
     assert spent.cost == 0.5 and spent.usage is msgspec.UNSET
+
+
+@pytest.mark.parametrize(
+    ("spent", "field"),
+    [({"cost": -1.0}, "cost"), ({"cost": math.nan}, "cost"), ({"usage": Usage(-10, 0)}, "usage")],
+)
+def test_a_result_that_would_lower_what_the_run_spent_is_invalid_observation(
+    spent: dict[str, object], field: str
+) -> None:
+    d = Driver(spec("read", models=("m",), prices={"m": SONNET}))
+    d.start()
+    d.reply(call("a", "read"))
+    before = d.loop.dump()
+    with pytest.raises(InvalidObservation, match=field):
+        d.send(ToolReturned("a", "found", now=d.now + 1, **spent))  # type: ignore[arg-type]
+    assert d.loop.dump() == before
