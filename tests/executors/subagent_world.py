@@ -12,15 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from turnstile.core import LoopSpec, ModelRequest, Price, ToolContext, tool
-from turnstile.core.messages import (
-    ModelResponse,
-    ModelStop,
-    Text,
-    ToolCall,
-    ToolResults,
-    Usage,
-    UserMessage,
-)
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
 from turnstile.executors import Journal, Run, ScriptedModel, aio, as_tool, sync
 from turnstile.executors.testing import run_async
 
@@ -49,7 +41,7 @@ def reply(request: ModelRequest) -> ModelResponse:
             return ModelResponse(calls, ModelStop.tool_use, Usage(1_000, 100))
         found = " / ".join(str(r.content) for r in results)
         return ModelResponse([Text(f"found: {found}")], ModelStop.end_turn, Usage(2_000, 50))
-    [asked] = [m.content for m in request.messages if type(m) is UserMessage]
+    asked = request.messages[0].content  # the child's prompt
     if not results:
         return ModelResponse([ToolCall("n1", "note", {"text": asked})], ModelStop.tool_use,
                              Usage(300, 30))  # fmt: skip
