@@ -22,6 +22,7 @@ from math import isfinite
 from typing import Any, cast
 
 import msgspec
+from msgspec import UNSET
 from msgspec.structs import astuple
 
 from ._decoding import VALUE_DEPTH, nests_deeper, shallow
@@ -88,6 +89,8 @@ def checked(obs: Observation, after: float | None) -> Observation:
         and isfinite(obs.now)
         and obs.content.isascii()  # O(1): ASCII holds no surrogate
         and obs.call_id.isascii()
+        and obs.usage is UNSET  # what a call spent is checked as any other field
+        and obs.cost is UNSET
     ):
         copy: Observation = obs
     elif type(obs) is ModelReplied:

@@ -20,11 +20,11 @@ __all__ = [
     "ToolStarted",
 ]
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from ._messages import Message, ModelResponse, ResultPart
+from ._messages import Message, ModelResponse, ResultPart, Usage
 from ._tools import ToolSpec
 
 
@@ -65,11 +65,15 @@ class ModelFailed(Observation, frozen=True, omit_defaults=True, tag="model_faile
 
 
 class ToolReturned(Observation, frozen=True, tag="tool_returned"):
-    """The call `call_id` returned: text, or parts (a tool may return images, documents)."""
+    """The call `call_id` returned: text, or parts (a tool may return images, documents).
+    `usage` and `cost`: what the call spent on model calls of its own (a sub-agent's run),
+    added to the run's totals and budgets; unset, they are left out of the event as written."""
 
     call_id: str
     content: str | list[ResultPart]
     is_error: bool = False
+    usage: Usage | msgspec.UnsetType = msgspec.UNSET
+    cost: Annotated[float, msgspec.Meta(ge=0)] | msgspec.UnsetType = msgspec.UNSET
 
 
 class ToolStarted(Observation, frozen=True, tag="tool_started"):

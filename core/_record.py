@@ -26,6 +26,7 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from ._approval import edit, ran_edited
 from ._compaction import compacted
@@ -91,6 +92,8 @@ def record(
         content = obs.content if p.original is None else ran_edited(obs.content, p.call)
         p.result = ToolResult(call_id, content, obs.is_error)
         p.status = _DONE
+        if obs.usage is not UNSET or obs.cost is not UNSET:
+            _spent(st, obs)
         return _NOT_RENAMED
     if type(obs) is ModelReplied:
         return _replied(st, obs, spec)
@@ -188,6 +191,15 @@ def _replied(st: LoopState, obs: ModelReplied, spec: LoopSpec) -> dict[str, str]
     if st.phase is not FINALIZING:
         st.turns += 1
     return reused
+
+
+def _spent(st: LoopState, obs: ToolReturned) -> None:
+    """A call that made model calls of its own (a sub-agent's run): their tokens and cost
+    count in the run's totals (not in its context: the call's result is all the model reads)."""
+    if obs.usage is not UNSET:
+        st.usage = st.usage + obs.usage
+    if obs.cost is not UNSET:
+        st.cost = min(st.cost + obs.cost, sys.float_info.max)
 
 
 def _answered(st: LoopState, spec: LoopSpec, obs: ModelReplied | ModelFailed) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "TornJournal",
     "Update",
     "ainvoke",
+    "as_tool",
     "divergence",
     "fork",
     "invoke",
@@ -50,6 +51,7 @@ import typing as _typing
 
 from . import sync as sync
 from ._agent import Agent as Agent
+from ._agent import as_tool as as_tool
 from ._diff import Divergence as Divergence
 from ._diff import divergence as divergence
 from ._effects import Edit as Edit

@@ -1,19 +1,34 @@
 """`Agent`: a spec, its model and its tools as one value, which every executor and the command
-line take in place of the spec."""
+line take in place of the spec; `as_tool`: a spec or an agent offered to another run as a tool
+(a sub-agent), whose calls run a child run under the parent's executor."""
 
 from __future__ import annotations
 
-__all__ = ["Agent", "built", "unpacked"]
+__all__ = ["Agent", "Parent", "SubAgent", "as_tool", "built", "parenting", "unpacked"]
 
+import contextlib
+import contextvars
 import dataclasses
-from collections.abc import Callable, Iterable
-from typing import Any, Literal, overload
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
-from turnstile.core import LoopSpec, Tool
+import msgspec
+from turnstile.core import (
+    LoopSpec,
+    StopReason,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    ToolSpec,
+)
 from turnstile.providers import model_client
 
 from ._effects import check_model
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
+
+if TYPE_CHECKING:
+    from ._run import Run
+    from ._session import Session
 
 Model = str | ModelClient | AsyncModelClient
 Tools = ToolRunner | Iterable[Tool | Callable[..., Any]]
@@ -93,4 +108,159 @@ def built(model: Model, is_async: bool | None) -> Model:
         model_client(model, is_async=is_async)
         if isinstance(model, str) and is_async is not None
         else model
+    )
+
+
+class Parent(NamedTuple):
+    """The run a sub-agent's call belongs to: its session (the journal, the totals), its model
+    client, and its executor's `run` (`sync.run`, or `aio.run`, awaited), which runs the child."""
+
+    session: Session
+    model: Any
+    run: Callable[..., Any]
+    is_async: bool
+
+
+_PARENT: contextvars.ContextVar[Parent | None] = contextvars.ContextVar("turnstile_parent")
+
+
+@contextlib.contextmanager
+def parenting(session: Session, model: Any, run: Callable[..., Any]) -> Iterator[None]:
+    """While a run goes on, its sub-agents' calls run their child runs under it."""
+    import inspect
+
+    token = _PARENT.set(Parent(session, model, run, inspect.iscoroutinefunction(run)))
+    try:
+        yield
+    finally:
+        _PARENT.reset(token)
+
+
+_PROMPT = {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}
+_ANSWERED = frozenset({StopReason.completed, StopReason.finish_tool, StopReason.stop_condition})
+
+
+class SubAgent(Tool):
+    """A spec (or an agent) as a tool: see `as_tool`."""
+
+    def __init__(
+        self,
+        child: LoopSpec | Agent,
+        spec: ToolSpec,
+        model: Model | None,
+        tools: Tools,
+        input: type | None,
+    ) -> None:
+        super().__init__(self._call, spec)
+        self.is_async = True  # under aio, awaited on the event loop; under sync, it returns
+        self.child, self.model, self.tools, self.input = child, model, tools, input
+
+    def check(
+        self, arguments: dict[str, Any], context: ToolContext | None = None
+    ) -> dict[str, Any] | ToolOutcome:
+        """The child's prompt: the `prompt` argument, or the arguments as the input type takes
+        them, as JSON."""
+        if self.input is None:
+            return super().check(arguments, context)
+        try:
+            value: Any = msgspec.convert(arguments, self.input)
+        except msgspec.ValidationError as e:
+            return ToolOutcome(f"invalid arguments for {self.name}: {e}", True)
+        return {"prompt": msgspec.json.encode(value).decode(), "context": context}
+
+    def _call(self, prompt: str, context: ToolContext[Any]) -> ToolOutcome | Awaitable[ToolOutcome]:
+        parent = _PARENT.get(None)
+        if parent is None:
+            return ToolOutcome(
+                f"{self.name} is a sub-agent: it runs only in a run of turnstile.executors.sync "
+                "or .aio",
+                True,
+            )
+        session, call_id = parent.session, context.call_id
+        path = session.child_journal(call_id)
+        if isinstance(self.child, Agent):
+            given: tuple[Any, dict[str, Any]] = (self.child, {})
+        else:
+            model = parent.model if self.model is None else self.model
+            given = (self.child, {"model": model, "tools": self.tools})
+        child, options = given
+        options["deps"] = context.deps
+        if parent.is_async:
+            return self._awaited(parent, call_id, path, child, prompt, options)
+        with session.child_opened(path) as journal:
+            run = parent.run(child, prompt, journal=journal, **options)
+        return self._finished(session, call_id, run)
+
+    async def _awaited(
+        self,
+        parent: Parent,
+        call_id: str,
+        path: Any,
+        child: Any,
+        prompt: str,
+        options: dict[str, Any],
+    ) -> ToolOutcome:
+        import anyio  # under aio only: `import turnstile.executors` does not pay for it
+
+        with parent.session.child_opened(path) as journal:
+            run = await parent.run(child, prompt, journal=journal, **options)
+        await anyio.lowlevel.checkpoint()  # the child ended on the parent's cancel: it goes on
+        return self._finished(parent.session, call_id, run)
+
+    def _finished(self, session: Session, call_id: str, run: Run) -> ToolOutcome:
+        """The child's answer as the call's result (text, or its typed output as JSON), or an
+        error saying how it stopped; the child is kept, its spending counted, by the parent."""
+        session.child_finished(call_id, run)
+        finish = run.finish
+        if finish is None:
+            names = ", ".join(c.name for c in run.waiting)
+            return ToolOutcome(f"{self.name} stopped: it waits for approval of {names}", True)
+        output = finish.output
+        text = output if isinstance(output, str) else msgspec.json.encode(output).decode()
+        if finish.reason in _ANSWERED:
+            return ToolOutcome(text)
+        error = run.error
+        why = error.message if error is not None else (f"its last answer: {text}" if output else "")
+        return ToolOutcome(
+            f"{self.name} stopped ({finish.reason.value}) before its answer"
+            + (f": {why}" if why else ""),
+            True,
+        )
+
+
+def as_tool(
+    agent: LoopSpec | Agent,
+    *,
+    name: str,
+    description: str,
+    model: Model | None = None,
+    tools: Tools = (),
+    input: type | None = None,
+) -> Tool:
+    """`agent` (a spec, or an `Agent` with its model and tools) as a tool another run offers
+    its model: each call runs a child run of it, from the call's `prompt` (or, given an
+    `input` type, the arguments it takes, as JSON), under the parent's executor (`sync`, or
+    `aio` on the same event loop). The result is the child's answer (its text, or its typed
+    output as JSON); a child that stops without one gives an error result saying how.
+
+    A spec's child asks `model` (default: the parent's client) and runs `tools`; it gets the
+    parent's `deps`. A journaled parent journals each child beside its own journal, named by
+    the call (`Session.child_journal`), so a resumed parent resumes the child where it was:
+    the call is replay-safe, the child's own calls are not made twice. What the child spends
+    (tokens, cost by its spec's prices) counts in the parent's totals and budgets. Raises
+    `TypeError` for an agent given a `model=` or `tools=` of the call's own."""
+    if isinstance(agent, Agent) and (model is not None or tools != ()):
+        raise TypeError("the agent has its model and tools: give them to Agent(...), not here")
+    if not isinstance(agent, LoopSpec | Agent):
+        raise TypeError(f"as_tool takes a LoopSpec or an Agent, not {type(agent).__name__}")
+    parameters = _PROMPT
+    if input is not None:
+        (ref,), defs = msgspec.json.schema_components([input], ref_template="#/$defs/{name}")
+        parameters = dict(defs.pop(ref["$ref"].rsplit("/", 1)[1]))
+        parameters.pop("title", None)
+        if defs:
+            parameters["$defs"] = defs
+    spec = ToolSpec(name, description, parameters=parameters, replay_safe=True)
+    return SubAgent(
+        agent, spec, model, tools if isinstance(tools, ToolRunner) else tuple(tools), input
     )

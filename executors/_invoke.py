@@ -54,6 +54,11 @@ def sync_failure(exc: BaseException) -> bool:
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
+def _outcome(value: Any) -> ToolOutcome:
+    """What a function returned, rendered; a `ToolOutcome` (a sub-agent's) as it is."""
+    return value if isinstance(value, ToolOutcome) else ToolOutcome(render(value))
+
+
 def invoke(
     tool: Tool,
     arguments: dict[str, Any],
@@ -68,7 +73,7 @@ def invoke(
     if isinstance(checked, ToolOutcome):
         return checked
     try:
-        return ToolOutcome(render(tool.fn(**checked)))
+        return _outcome(tool.fn(**checked))
     except BaseException as e:  # no one cancels a sync function: a cancel is its own failure
         if not sync_failure(e):
             raise
@@ -90,6 +95,6 @@ async def ainvoke(
         result = tool.fn(**checked)
         if isinstance(result, Awaitable):
             result = await result
-        return ToolOutcome(render(result))
+        return _outcome(result)
     except Exception as e:
         return failed(tool, e)

@@ -24,10 +24,11 @@ is no event, a file that is not a journal or comes from a newer turnstile.
 
 from __future__ import annotations
 
-__all__ = ["CorruptJournal", "Journal", "TornJournal"]
+__all__ = ["CorruptJournal", "Journal", "TornJournal", "child_path"]
 
 import bisect
 import os
+import re
 import struct
 import warnings
 from functools import partial
@@ -52,6 +53,18 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(Event).decode
 
 Policy = Literal["always", "batch", "round", "never"]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def child_path(path: Path, at: int, call_id: str) -> Path:
+    """The journal of a sub-agent's run (`as_tool`) under the run journaled at `path`: beside
+    it, named by the event of the reply that made the call (`at`) and the call's id, so a
+    resumed run finds it again and an id a later turn reuses gets its own
+    (`run.journal` → `run.7-call_1.journal`). The parent's journal stays one file of its own
+    events, which forks copy as they are."""
+    return path.with_name(f"{path.stem}.{at}-{_UNSAFE.sub('_', call_id)}{path.suffix}")
 
 
 class CorruptJournal(TurnstileError):

@@ -79,7 +79,7 @@ class Run:
     Its repr is its transcript, so `assert run == snapshot` stores the conversation readably.
     """
 
-    __slots__ = ("finish", "loop", "waiting")
+    __slots__ = ("children", "finish", "loop", "waiting")
 
     def __init__(
         self, loop: Loop, finish: Finish | None, waiting: list[AwaitApproval] | None = None
@@ -87,6 +87,8 @@ class Run:
         self.loop = loop
         self.finish = finish
         self.waiting = waiting if waiting is not None else []
+        self.children: dict[str, Run] = {}
+        """The runs of its sub-agents' calls made in this process, by call id (`as_tool`)."""
 
     @property
     def state(self) -> LoopState:
@@ -147,7 +149,10 @@ class Run:
         return [name for name, _ in self.calls()]
 
     def transcript(self) -> str:
-        return transcript(self.loop.state)
+        """The run as text (`turnstile.executors.transcript`), its sub-agents' runs nested
+        under their calls."""
+        children = {call_id: run.transcript() for call_id, run in self.children.items()}
+        return transcript(self.loop.state, children=children)
 
     def __repr__(self) -> str:
         return self.transcript()

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 __all__ = ["Session", "Work", "check_prompt"]
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -34,6 +36,7 @@ from turnstile.core import (
     RunTool,
     Started,
     Tick,
+    ToolReturned,
     ToolSpec,
     ToolStarted,
 )
@@ -142,8 +145,10 @@ class Session:
         "_on_step",
         "_prompt",
         "_safe",
+        "_spending",
         "_tools",
         "_written",
+        "children",
         "finish",
         "loop",
         "now",
@@ -208,6 +213,9 @@ class Session:
         """The loop's `Finish`, once `next` or `hand_out` has seen it."""
         self.waiting: list[AwaitApproval] = []
         """The approvals `next` or `hand_out` was told no one answers."""
+        self.children: dict[str, Run] = {}
+        """The runs of sub-agents' calls (`as_tool`) made here, by call id."""
+        self._spending: dict[str, Run] = {}  # ...those whose results are still to come
 
     def _clock(self, clock: Callable[[], float], offset: float) -> Callable[[], float]:
         """`clock` plus `offset`, never before the loop's last event (a clock's float steps,
@@ -241,7 +249,13 @@ class Session:
 
     def send(self, obs: Observation) -> list[Command]:
         """Record what the world did (`on_step` sees it); return what the loop decides. A reply
-        that is not a `ModelResponse` is the client's bug: final, as if it had raised."""
+        that is not a `ModelResponse` is the client's bug: final, as if it had raised. A
+        sub-agent's result carries what its child run spent."""
+        if self._spending and type(obs) is ToolReturned:
+            child = self._spending.pop(obs.call_id, None)
+            if child is not None:
+                state = child.loop.state
+                obs = msgspec.structs.replace(obs, usage=state.usage, cost=state.cost)
         commands = self._apply(obs)
         if self._on_step is not None:  # once recorded: a dump taken there holds it
             self._on_step(obs)
@@ -393,8 +407,40 @@ class Session:
         return Tick(now=now) if self.loop.deadline_passed(now) else None
 
     def run(self) -> Run:
-        """The outcome so far: the loop, its `Finish` if any, else the approvals left waiting."""
-        return Run(self.loop, self.finish, [] if self.finish is not None else self.waiting)
+        """The outcome so far: the loop, its `Finish` if any, else the approvals left waiting,
+        and the sub-agents' runs."""
+        run = Run(self.loop, self.finish, [] if self.finish is not None else self.waiting)
+        run.children = self.children
+        return run
+
+    # -- sub-agents --------------------------------------------------------------------------
+
+    def child_finished(self, call_id: str, run: Run) -> None:
+        """Sub-agent call `call_id` ran its child `run`: the transcript nests it, and the
+        call's result carries what it spent (once: a later call may reuse the id)."""
+        self.children[call_id] = self._spending[call_id] = run
+
+    def child_journal(self, call_id: str) -> Path | None:
+        """Where the child run of sub-agent call `call_id`, of the round in flight, keeps its
+        journal (`child_path`): beside this run's; None without one."""
+        if self._journal is None:
+            return None
+        from ._journal import child_path
+
+        events = self.loop.state.events
+        at = next(i for i in range(len(events) - 1, -1, -1) if type(events[i]) is ModelReplied)
+        return child_path(self._journal.path, at, call_id)
+
+    @contextlib.contextmanager
+    def child_opened(self, path: Path | None) -> Iterator[Journal | None]:
+        """The journal at `path` (None: none), with this run's fsync policy, closed after."""
+        if path is None:
+            yield None
+            return
+        from ._journal import Journal
+
+        with Journal(path, fsync=self._journal.fsync) as journal:  # type: ignore[union-attr,arg-type]
+            yield journal
 
     def _record(self, commands: list[Command]) -> None:
         events = self.loop.state.events

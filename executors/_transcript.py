@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["transcript"]
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from turnstile.core import (
     Approved,
@@ -104,9 +104,12 @@ def _block(prefix: str, text: str | Sequence[UserPart]) -> list[str]:
 class _Ledger:
     """Writes the state's messages out in order, each once, with the names of the calls."""
 
-    def __init__(self, state: LoopState, served: Collection[str] = ()) -> None:
+    def __init__(
+        self, state: LoopState, served: Collection[str] = (), children: Mapping[str, str] = {}
+    ) -> None:
         self.messages = state.messages
         self.served = served
+        self.children = dict(children)  # each shown once, under the first call of its id
         self.next = 0
         self.names: dict[str, str] = {}
         self.lines: list[str] = []
@@ -195,6 +198,9 @@ class _Ledger:
                             shown = call.raw_arguments or _args(call.arguments)
                             cut = "" if call.complete else " [cut off]"
                             lines += _block(f"  → {name} ", shown + cut)
+                            child = self.children.pop(call_id, None)
+                            if child is not None:  # a sub-agent's run, under its call
+                                lines += [f"    │ {line}" for line in child.split("\n")]
             case ToolResults(results=results):
                 for result in results:
                     mark = "✗" if result.is_error else "←"
@@ -208,12 +214,15 @@ class _Ledger:
         return self.names.get(call_id, call_id)
 
 
-def transcript(state: LoopState, served: Collection[str] = ()) -> str:
+def transcript(
+    state: LoopState, served: Collection[str] = (), children: Mapping[str, str] = {}
+) -> str:
     """Render a state (finished or not) in the order things happened: each turn's reply with its
     stop and usage, its calls, the approvals and denials they got, their results; failed model
     calls and a cancel where they came. The results of the calls in `served` (a fork's, answered
-    from its parent's log: `Fork.served`) are marked "(recorded)"."""
-    ledger = _Ledger(state, served)
+    from its parent's log: `Fork.served`) are marked "(recorded)". `children`: the transcripts
+    of sub-agents' runs, by call id, each shown under its call (`Run.transcript` gives them)."""
+    ledger = _Ledger(state, served, children)
     lines = ledger.lines
     for event in state.events:
         match event:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 __all__ = ["Branch", "page", "parent_of", "write_page"]
 
-import base64
-import hashlib
 import html
 import shlex
 import warnings
@@ -54,7 +52,8 @@ from turnstile.core.messages import (
     UserMessage,
 )
 
-from ._journal import MAGIC, CorruptJournal, Journal, TornJournal, header_record
+from ._assets import CSP, CSS, HEAD, JS
+from ._journal import MAGIC, CorruptJournal, Journal, TornJournal, child_path, header_record
 from ._transcript import _args, _compact, _compacted, _shown, _usage
 
 
@@ -96,8 +95,10 @@ class _Writer:
     """Writes one branch: replays its events, grouping what they led to into cards, one a
     model call (with its retries and fallbacks), after a card for the run's start."""
 
-    def __init__(self, b: int, branch: Branch, spec: LoopSpec, shared: int) -> None:
+    def __init__(self, b: int, branch: Branch, spec: LoopSpec, shared: int, key: str = "") -> None:
         self.b, self.branch, self.shared = b, branch, shared
+        self.key = key or f"b{b}"  # what its events' ids begin with
+        self.at = 0  # the event of the reply whose parts are being written
         self.loop: Loop | None = Loop(spec)
         self.priced = bool(spec.prices)
         self.out: list[str] = []
@@ -148,7 +149,7 @@ class _Writer:
         t = ev.now - self.branch.events[0].now
         shared = " sh" if i < self.shared else ""
         self.rows.append(
-            f'<li class="ev {cls}{shared}" id="b{self.b}-e{i}"><span class="n">#{i}</span>'
+            f'<li class="ev {cls}{shared}" id="{self.key}-e{i}"><span class="n">#{i}</span>'
             f'<span class="t">+{t:.1f}s</span>{body}'
             f'<code class="fk" title="a new run from the events before this one">'
             f"{_e(self.fork.format(i, shlex.quote(f'{self.stem}-at-{i}.journal')))}</code></li>"
@@ -213,7 +214,9 @@ class _Writer:
             case ToolReturned(call_id=cid, content=content, is_error=error):
                 cls, word = ("terr", "error from") if error else ("res", "result of")
                 shown = _shown(_compact(content))
-                self.row(i, cls, f"{word} {self.call(cid)} {_pre(shown)}")
+                spent = "" if event.usage is msgspec.UNSET else f" · spent {_usage(event.usage)}"
+                spent += "" if event.cost is msgspec.UNSET else f" · cost {event.cost:.4f}"
+                self.row(i, cls, f"{word} {self.call(cid)}{_e(spent)} {_pre(shown)}")
             case Approved(call_id=cid, arguments=edited):
                 to = "" if edited is None else f", edited: {_pre(_args(edited))}"
                 self.row(i, "ok", f"<b>approved</b> {self.call(cid)}{to}")
@@ -240,7 +243,24 @@ class _Writer:
             f"<b>reply</b>{' · ' + _e(model) if model else ''} · {_e(r.stop.value)}"
             f'<span class="tok">this call {_e(_usage(r.usage))}{cost}{_e(total)}</span>'
         )
+        self.at = i
         self.row(i, "reply", head + "".join(self.part(p) for p in r.content))
+
+    def child(self, cid: str) -> str:
+        """A sub-agent's run under its call (`as_tool`), from its journal beside this run's
+        (`child_path`), in a fold of its own."""
+        if self.branch.source is None:
+            return ""
+        path = child_path(Path(self.branch.source), self.at, cid)
+        try:
+            events = _read(path) if path.is_file() else []
+        except (OSError, TurnstileError):
+            return f"<p>sub-agent run: {_e(path.name)} does not read</p>"
+        key = f"{self.key}-{self.at}-{cid}"
+        writer = _Writer(0, Branch(path.name, events, str(path)), LoopSpec(), 0, key)
+        inner = "".join(writer.write()) if events else ""
+        title = f"sub-agent run · {_totals(writer)} · {path.name}"
+        return f'<details class="sub"><summary>{_e(title)}</summary>{inner}</details>' * bool(inner)
 
     def command(self, command: Command) -> None:
         match command:
@@ -325,7 +345,7 @@ class _Writer:
                 self.names[cid] = name
                 cut = "" if call.complete else " [cut off]"
                 args = (call.raw_arguments or _args(call.arguments)) + cut
-                return f'<div class="call">call {self.call(cid)}{_pre(args)}</div>'
+                return f'<div class="call">call {self.call(cid)}{_pre(args)}{self.child(cid)}</div>'
             case Opaque():
                 return _pre(_shown([p]))
         return _pre(repr(p))
@@ -371,7 +391,7 @@ def page(branches: Sequence[Branch], spec: LoopSpec) -> str:
             f"<td>{_e(_totals(writer))}</td><td>{left}{parent}</td></tr>"
         )
     body = [
-        _HEAD.format(title=_e(branches[-1].label), css=_CSS, csp=_CSP),
+        HEAD.format(title=_e(branches[-1].label), css=CSS, csp=CSP),
         f"<header><h1>{_e(branches[-1].label)}</h1>",
         '<table class="ov"><tr><th>run</th><th>events</th><th>end</th><th>forked from</th></tr>',
         *overview,
@@ -379,7 +399,7 @@ def page(branches: Sequence[Branch], spec: LoopSpec) -> str:
         '<p class="tools"><input id="q" type="search" placeholder="filter the turns">'
         ' <button id="all" type="button">expand all</button></p></header><main>',
         *sections,
-        f"</main><script>{_JS}</script></body></html>\n",
+        f"</main><script>{JS}</script></body></html>\n",
     ]
     return "\n".join(body)
 
@@ -398,6 +418,12 @@ def parent_of(path: Path) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
+def _read(path: Path) -> list[Event]:
+    with warnings.catch_warnings():  # a torn tail: the events before it
+        warnings.simplefilter("ignore", TornJournal)
+        return Journal.read(path)
+
+
 def write_page(output: str | Path, runs: Sequence[tuple[Loop, str]]) -> None:
     """Write the page of runs (each a loop and the file it was read from) as branches; a
     fork's journal comes after the parent its header names, found beside it, if not given."""
@@ -410,56 +436,9 @@ def write_page(output: str | Path, runs: Sequence[tuple[Loop, str]]) -> None:
             found = path.parent / str(parent["path"])
             try:
                 if found.resolve() not in given:
-                    with warnings.catch_warnings():  # a torn tail: the events before it
-                        warnings.simplefilter("ignore", TornJournal)
-                        events = Journal.read(found)
+                    events = _read(found)
                     branches.append(Branch(found.name, events, str(found), spec=loop.spec))
             except (OSError, TurnstileError):
                 parent["parent"] = f"not found: {found}" if not found.exists() else "damaged"
         branches.append(Branch(path.name, loop.state.events, source, parent, loop.spec))
     Path(output).write_text(page(branches, runs[0][0].spec), encoding="utf-8")
-
-
-def _hash(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1d22}
-header{padding:12px 20px;background:#fff;border-bottom:1px solid #dde}
-h1{font-size:18px;margin:0 0 8px}h2{font-size:16px;margin:16px 0 8px}h3{font-size:14px;margin:0}
-main{padding:0 20px 40px}table.ov{border-collapse:collapse}
-.ov td,.ov th{border:1px solid #dde;padding:2px 8px;text-align:left;vertical-align:top}
-.card{background:#fff;border:1px solid #dde;border-left:4px solid #5668d8;border-radius:4px;
-margin:8px 0;padding:6px 10px;content-visibility:auto;contain-intrinsic-size:auto 240px}
-.card.start{border-left-color:#888}.card.finalize,.card.summarize{border-left-color:#b07b00}
-.card.err{border-left-color:#c0392b}.card ol{list-style:none;margin:4px 0 0;padding:0}
-.card li{padding:3px 0;border-top:1px solid #f0f0f4}
-.n{color:#889;margin-right:6px;font-size:12px}.t{color:#889;margin-right:8px;font-size:12px}
-.fk{display:block;color:#7a8;font-size:11px;user-select:all}.sh{opacity:.55}
-pre{white-space:pre-wrap;word-break:break-word;margin:2px 0 2px 16px;max-height:24em;overflow:auto;
-background:#f7f7fa;padding:2px 6px;font:12px/1.35 ui-monospace,monospace}
-.tok{display:block;color:#566;font-size:12px}.id{color:#889}
-.fail b,.deny b,.terr b,.err{color:#c0392b}.retry b{color:#b07b00}.ok b{color:#1e8449}
-.cmp{color:#b07b00}.mark{color:#5668d8;font-weight:600}.end b{color:#1b1d22}
-.hidden{display:none}summary{cursor:pointer}.msg{margin-left:8px}
-"""
-_JS = """
-(function(){
-var q=document.getElementById('q'),all=document.getElementById('all'),open=false;
-q.addEventListener('input',function(){var s=q.value.toLowerCase();
-document.querySelectorAll('.card').forEach(function(c){
-c.classList.toggle('hidden',s!==''&&c.textContent.toLowerCase().indexOf(s)<0);});});
-all.addEventListener('click',function(){open=!open;
-document.querySelectorAll('details').forEach(function(d){d.open=open;});
-all.textContent=open?'collapse all':'expand all';});
-})();
-"""
-_CSP = f"default-src 'none'; style-src {_hash(_CSS)}; script-src {_hash(_JS)}; img-src data:"
-_HEAD = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,"><title>turnstile · {title}</title>
-<style>{css}</style></head><body>
-"""

@@ -39,7 +39,7 @@ except ModuleNotFoundError as error:
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
-from ._agent import Agent, unpacked
+from ._agent import Agent, parenting, unpacked
 from ._driver import Approver, Driver
 from ._effects import JournalArg, opened
 from ._events import Update
@@ -115,7 +115,10 @@ async def run(
             on_update=on_update,
             on_step=on_step,
         )
-        return await Driver(session, model, runner, run_call, approve, tool_timeout, deps).drive()
+        with parenting(session, model, run):  # its sub-agents' calls run their children here
+            return await Driver(
+                session, model, runner, run_call, approve, tool_timeout, deps
+            ).drive()
 
 
 _NO_JOURNAL = contextlib.nullcontext(None)

@@ -12,7 +12,7 @@ from typing import Any
 from turnstile.core import CallModel, Command, Event, Loop, LoopSpec, Observation, RunTool, Tool
 from turnstile.core.messages import Message
 
-from ._agent import Agent, unpacked
+from ._agent import Agent, parenting, unpacked
 from ._effects import Approver, JournalArg, answer, call_model, opened, returned
 from ._events import Update
 from ._protocols import ModelClient, ToolRunner, takes
@@ -64,17 +64,18 @@ def run(
         )
         on_delta = session.on_delta if takes(model.complete, "on_delta") else None
         queue = session.start()
-        while (command := session.next(queue, approve is not None)) is not None:
-            match command:
-                case CallModel():
-                    if (wait := session.wait(command)) > 0:
-                        sleep(wait)
-                    session.calling(command)
-                    obs = call_model(model, command, session.now, on_delta=on_delta)
-                case RunTool():
-                    obs = returned(command, run_call(command), session.now())
-                case _:  # an approval: `next` hands one out only to an approver
-                    assert approve is not None
-                    obs = answer(command, approve(command), session.now())
-            queue += session.send(obs)
+        with parenting(session, model, run):  # its sub-agents' calls run their children here
+            while (command := session.next(queue, approve is not None)) is not None:
+                match command:
+                    case CallModel():
+                        if (wait := session.wait(command)) > 0:
+                            sleep(wait)
+                        session.calling(command)
+                        obs = call_model(model, command, session.now, on_delta=on_delta)
+                    case RunTool():
+                        obs = returned(command, run_call(command), session.now())
+                    case _:  # an approval: `next` hands one out only to an approver
+                        assert approve is not None
+                        obs = answer(command, approve(command), session.now())
+                queue += session.send(obs)
         return session.run()

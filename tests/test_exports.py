@@ -169,6 +169,7 @@ EXPORTS = {
         "TornJournal",
         "Update",
         "ainvoke",
+        "as_tool",
         "divergence",
         "fork",
         "invoke",

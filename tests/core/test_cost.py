@@ -15,6 +15,7 @@ from turnstile.core import (
     ModelReplied,
     Price,
     StopReason,
+    ToolReturned,
 )
 from turnstile.core.messages import Usage
 from turnstile.core.request import Purpose
@@ -103,3 +104,47 @@ def test_a_reply_named_with_a_date_is_priced_as_the_model_asked() -> None:
     response = reply("hi", usage=Usage(1_000_000, 0))
     d.send(ModelReplied(first.id, response, model="sonnet-20250929", now=1.0))
     assert d.state.cost == pytest.approx(3.0)
+
+
+def test_a_result_that_spent_on_models_of_its_own_counts_in_the_totals_and_the_budget() -> None:
+    """A sub-agent's run: its tokens and cost join the run's, and a budget it exhausts stops
+    the run after that result; its tokens are not the run's context."""
+    guards = Guards(max_cost=0.05, finalize=False, **NO_LIMITS)
+    d = Driver(spec("read", guards=guards, models=("sonnet",), prices={"sonnet": SONNET}))
+    d.start()
+    d.reply(call("a", "read"), usage=Usage(1_000, 0))  # 0.003
+    context = d.state.context_tokens
+    spent = ToolReturned("a", "found", usage=Usage(5_000, 100), cost=0.06, now=d.now + 1)
+    [finish] = d.send(spent)
+    assert d.state.stop_reason is StopReason.cost_budget, finish
+    assert d.state.cost == pytest.approx(0.063)
+    assert d.state.usage == Usage(6_000, 100)
+    assert d.state.context_tokens - context < 100  # the result's text, not the child's tokens
+    assert Loop.replay(d.loop.spec, d.state.events).state == d.state
+
+
+def test_a_result_that_spent_nothing_is_written_as_before() -> None:
+    plain = ToolReturned("a", "ok", now=1.0)
+    assert msgspec.json.encode(plain) == (
+        b'{"type":"tool_returned","call_id":"a","content":"ok","is_error":false,"now":1.0}'
+    )
+    spent = msgspec.json.decode(
+        msgspec.json.encode(ToolReturned("a", "ok", cost=0.5, now=1.0)), type=ToolReturned
+    )
+    assert spent.cost == 0.5 and spent.usage is msgspec.UNSET
+
+
+@pytest.mark.parametrize(
+    ("spent", "field"),
+    [({"cost": -1.0}, "cost"), ({"cost": math.nan}, "cost"), ({"usage": Usage(-10, 0)}, "usage")],
+)
+def test_a_result_that_would_lower_what_the_run_spent_is_invalid_observation(
+    spent: dict[str, object], field: str
+) -> None:
+    d = Driver(spec("read", models=("m",), prices={"m": SONNET}))
+    d.start()
+    d.reply(call("a", "read"))
+    before = d.loop.dump()
+    with pytest.raises(InvalidObservation, match=field):
+        d.send(ToolReturned("a", "found", now=d.now + 1, **spent))  # type: ignore[arg-type]
+    assert d.loop.dump() == before

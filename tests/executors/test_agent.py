@@ -5,19 +5,56 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
+import msgspec
 import pytest
-from turnstile.core import InvalidSpec, LoopSpec, StopReason, tool
-from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
-from turnstile.executors import Agent, ScriptedModel, Toolbox, aio, sync, transcript
+from turnstile.core import (
+    Guards,
+    InvalidSpec,
+    LoopSpec,
+    ModelRequest,
+    Price,
+    StopReason,
+    ToolContext,
+    tool,
+)
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
+from turnstile.executors import (
+    Agent,
+    Journal,
+    ScriptedModel,
+    Toolbox,
+    aio,
+    as_tool,
+    invoke,
+    sync,
+    transcript,
+)
 from turnstile.executors.temporal import start
 from turnstile.executors.temporal._wire import decode_input
 from turnstile.executors.testing import run_async
 from turnstile.providers import MissingAPIKey
 from turnstile.providers.replay import RecordedTools, client_for, load_trace, prompt_for, spec_for
+
+from tests.executors.subagent_world import (
+    CHILD,
+    KINDS,
+    PARENT,
+    execute,
+    model,
+    note,
+    research,
+)
+from tests.executors.subagent_world import (
+    reply as child_reply,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -167,3 +204,199 @@ def test_temporal_refuses_an_agent_whose_model_cannot_travel_or_comes_twice(
     with pytest.raises(TypeError, match=message):
         asyncio.run(start(client, agent, "hi", id="run-1", **given))  # type: ignore[arg-type]
     assert client.started == []
+
+
+# -- sub-agents (`as_tool`) -------------------------------------------------------------------
+
+
+def _counts(folder: Path) -> dict[str, int]:
+    side = folder / "side"
+    lines = side.read_text().split() if side.exists() else []
+    return {q: lines.count(q) for q in ("x", "y")}
+
+
+def _children(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("run.*.journal"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_sub_agent_runs_a_child_under_the_parents_executor_and_its_cost_counts(
+    kind: str, tmp_path: Path
+) -> None:
+    run = execute(kind, tmp_path, journal=tmp_path / "run.journal")
+    assert run.stop_reason is StopReason.completed
+    assert run.output == "found: x: noted x / y: noted y"
+    assert _counts(tmp_path) == {"x": 1, "y": 1}
+    children = [Journal.replay(p, CHILD) for p in _children(tmp_path)]
+    assert [p.name for p in _children(tmp_path)] == ["run.1-a1.journal", "run.1-a2.journal"]
+    own = Price(input=1.0, output=2.0).of(Usage(3_000, 150))
+    assert run.cost == pytest.approx(own + sum(c.state.cost for c in children))
+    assert run.usage == Usage(3_000 + 2 * 700, 150 + 2 * 70)
+    assert sorted(run.children) == ["a1", "a2"]
+
+
+def test_the_transcript_nests_each_child_under_its_call(tmp_path: Path) -> None:
+    shown = execute("sync", tmp_path).transcript()
+    assert '  → research {"prompt": "x"}\n    │ user: x\n    │ ── turn 1' in shown
+    assert "    │   ← note: noted x" in shown
+    assert "  ← research: x: noted x" in shown
+
+
+def test_a_child_that_exhausts_the_parents_budget_stops_it_after_its_result(
+    tmp_path: Path,
+) -> None:
+    guards = Guards(max_cost=0.002, finalize=False)
+    run = execute("sync", tmp_path, msgspec.structs.replace(PARENT, guards=guards))
+    assert run.stop_reason is StopReason.cost_budget
+    # the parent's own reply cost 0.0012: the children's 0.00084 each put it over
+    assert run.cost == pytest.approx(0.0012 + 2 * 0.00084)
+    assert _counts(tmp_path) == {"x": 1, "y": 1}
+
+
+def test_a_sub_agent_outside_a_run_says_so(tmp_path: Path) -> None:
+    outcome = invoke(research, {"prompt": "x"}, ToolContext("c1", str(tmp_path / "side")))
+    assert outcome.is_error and "sub-agent" in str(outcome.content)
+
+
+def test_a_child_that_stops_without_an_answer_is_an_error_result(tmp_path: Path) -> None:
+    stuck = as_tool(
+        LoopSpec(guards=Guards(max_turns=1, finalize=False)),
+        name="research",
+        description="Research.",
+        tools=[note],
+    )
+    run = sync.run(PARENT, "go", model=model(), tools=[stuck], deps=str(tmp_path / "side"))
+    results = [r for m in run.messages if type(m) is ToolResults for r in m.results]
+    assert results[0].is_error and "stopped (max_turns) before its answer" in str(
+        results[0].content
+    )
+
+
+@pytest.mark.parametrize("kind", ["sync", "trio"])
+def test_a_parent_killed_mid_child_and_resumed_runs_no_child_tool_twice_and_costs_add_up(
+    kind: str, tmp_path: Path
+) -> None:
+    """kill -9 right after every record the children journal, then resume: each child's tool
+    ran at most once (once, unless its result says it was interrupted: a call that may or may
+    not have run), and the parent's cost
+    is its own plus its children's, as in a run never killed."""
+    whole = (
+        execute(kind, tmp_path / "whole", journal=tmp_path / "whole" / "run.journal")
+        if ((tmp_path / "whole").mkdir() is None)
+        else None
+    )
+    assert whole is not None
+    records = sum(len(Journal.read(p)) for p in (tmp_path / "whole").glob("run.*.journal"))
+    assert records >= 10
+    root = Path(__file__).resolve().parents[2]
+    for at in range(1, records + 1):
+        folder = tmp_path / f"kill{at}"
+        folder.mkdir()
+        killed = subprocess.run(
+            [sys.executable, "-m", "tests.executors.subagent_world", kind, str(folder), str(at)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        run = execute(kind, folder, journal=folder / "run.journal")
+        where = f"killed after child record {at}"
+        assert run.stop_reason is StopReason.completed, where
+        counts = _counts(folder)
+        for child, q in zip(_children(folder), ("x", "y"), strict=True):
+            results = [
+                r for m in Journal.replay(child, CHILD).state.messages
+                if type(m) is ToolResults for r in m.results
+            ]  # fmt: skip
+            interrupted = "interrupted" in str(results[0].content)
+            assert counts[q] == 1 or (interrupted and counts[q] == 0), (where, q, counts)
+        children = sum(Journal.replay(p, CHILD).state.cost for p in _children(folder))
+        own = Price(input=1.0, output=2.0).of(Usage(3_000, 150))
+        assert run.cost == pytest.approx(own + children) == pytest.approx(whole.cost), where
+
+
+def test_a_child_s_cost_counts_once_when_a_later_call_reuses_its_id(tmp_path: Path) -> None:
+    replies = iter(
+        [
+            ModelResponse([ToolCall("c1", "research", {"prompt": "x"})], ModelStop.tool_use),
+            ModelResponse([ToolCall("c1", "note", {"text": "z"})], ModelStop.tool_use),
+            ModelResponse([Text("done")], ModelStop.end_turn),
+        ]
+    )
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        return next(replies) if request.system == "parent" else child_reply(request)
+
+    run = sync.run(
+        PARENT, "go", model=ScriptedModel(reply), tools=[research, note], deps=str(tmp_path / "s")
+    )
+    assert run.stop_reason is StopReason.completed
+    assert run.cost == pytest.approx(run.children["c1"].cost)  # the parent's replies cost 0
+    assert run.transcript().count("    │ user: x") == 1  # under the sub-agent's call only
+
+
+class _SlowChild:
+    """The parent calls `research` once; the child's model never answers in time."""
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        if request.system == "parent":
+            call = ToolCall("a1", "research", {"prompt": "x"})
+            return ModelResponse([call], ModelStop.tool_use, Usage(1, 1))
+        await anyio.sleep(10)
+        return ModelResponse([Text("late")], ModelStop.end_turn, Usage(1, 1))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_parent_cancelled_while_its_child_runs_finishes_cancelled(
+    backend: Any, tmp_path: Path
+) -> None:
+    """The child ends cancelled, and the cancel goes on to the parent: its call gets no answer
+    from the child, as any call under way when a run is called off."""
+
+    async def cancelled() -> Any:
+        with anyio.move_on_after(1):
+            journal = tmp_path / "run.journal"
+            return await aio.run(PARENT, "go", model=_SlowChild(), tools=[research],
+                                 journal=journal)  # fmt: skip
+
+    run = run_async(cancelled, backend=backend)
+    assert run.stop_reason is StopReason.cancelled
+    [result] = [r for m in run.messages if type(m) is ToolResults for r in m.results]
+    assert "cancelled" in str(result.content) and "research stopped" not in str(result.content)
+    child = Journal.read(tmp_path / "run.1-a1.journal")
+    assert type(child[-1]).__name__ == "Cancelled"
+
+
+class Question(msgspec.Struct):
+    topic: str
+    depth: int = 1
+
+
+class Finding(msgspec.Struct):
+    topic: str
+    pages: int
+
+
+def test_a_sub_agent_takes_its_input_type_and_answers_with_its_typed_output() -> None:
+    asked: list[str] = []
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        if request.system == "parent":
+            if len(request.messages) == 1:
+                call = ToolCall("q1", "research", {"topic": "caching", "depth": 2})
+                return ModelResponse([call], ModelStop.tool_use)
+            return ModelResponse([Text("ok")], ModelStop.end_turn)
+        asked.append(str(request.messages[0].content))  # type: ignore[union-attr]
+        answer = ToolCall("f1", "final_answer", {"topic": "caching", "pages": 3})
+        return ModelResponse([answer], ModelStop.tool_use)
+
+    typed = as_tool(
+        LoopSpec(system="child", output=Finding), name="research", description="R.", input=Question
+    )
+    assert typed.spec.parameters["required"] == ["topic"]
+    run = sync.run(PARENT, "go", model=ScriptedModel(reply), tools=[typed])
+    assert asked == ['{"topic":"caching","depth":2}']
+    [result] = [r for m in run.messages if type(m) is ToolResults for r in m.results]
+    assert (result.content, result.is_error) == ('{"topic":"caching","pages":3}', False)
+    with pytest.raises(TypeError, match="model and tools"):
+        as_tool(Agent(CHILD, model=model()), name="r", description="R.", tools=[note])

@@ -77,3 +77,18 @@ def test_async_tools_are_awaited_and_sync_ones_run_by_ainvoke_too() -> None:
 def test_the_turnstile_logger_sends_nothing_anywhere_by_default() -> None:
     handlers = logging.getLogger("turnstile").handlers
     assert any(type(h) is logging.NullHandler for h in handlers)
+
+
+def test_a_function_that_returns_a_tool_outcome_gives_it_as_it_is() -> None:
+    @tool
+    def refuses(city: str) -> ToolOutcome:
+        """Say no, as an error the model reads."""
+        return ToolOutcome(f"no weather for {city}", True)
+
+    @tool
+    async def arefuses(city: str) -> ToolOutcome:
+        """Say no, awaited."""
+        return ToolOutcome(f"no weather for {city}", True)
+
+    assert invoke(refuses, {"city": "Oz"}) == ToolOutcome("no weather for Oz", True)
+    assert asyncio.run(ainvoke(arefuses, {"city": "Oz"})) == ToolOutcome("no weather for Oz", True)

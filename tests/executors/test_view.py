@@ -477,3 +477,20 @@ def test_a_fork_with_no_event_of_its_own_shows_where_it_stands(tmp_path: Path) -
     branch = text.split('<section class="branch"')[2]
     assert "<h3>turn 1</h3>" in branch and 'class="ev tool sh"' in branch
     assert "<b>not finished</b>: phase awaiting_tools, waiting on lookup (a)" in branch
+
+
+def test_a_sub_agents_run_is_drawn_in_a_fold_under_its_call(tmp_path: Path) -> None:
+    from tests.executors.subagent_world import PARENT, execute
+
+    journal = tmp_path / "run.journal"
+    execute("sync", tmp_path, journal=journal)
+    write_page(tmp_path / "run.html", [(Journal.replay(journal, PARENT), str(journal))])
+    text = (tmp_path / "run.html").read_text()
+    folds = re.findall(r'<details class="sub"><summary>([^<]*)</summary>', text)
+    assert folds == [
+        f"sub-agent run · completed · 2 turns · 700 in / 70 out · {name}"
+        for name in ("run.1-a1.journal", "run.1-a2.journal")
+    ]
+    assert "result of <b>note</b>" in text  # the child's own call, inside the fold
+    assert "spent 700 in / 70 out · cost 0.0008" in text  # on the parent's result
+    assert 'id="b0-1-a1-e3"' in text  # the child's events have ids of their own
