@@ -1,33 +1,34 @@
 """What an OpenAI Responses request asks besides the conversation, as `openai_responses.encode`
-writes it: the `tools` (the request's own, then this format's server tools), `tool_choice`, and
-the answer's shape (`text.format`).
+writes it: the `tools` (the request's own, and this format's server tools where they stand: after
+them, or at their `position`), `tool_choice`, and the answer's shape (`text.format`).
 
 A tool's `strict` is its `ToolSpec.strict`, false when None: left out, the API would rewrite the
 schema into strict mode (every field required), so None means here what it means in the other
 formats. A strict schema (a tool's, or the answer's) has `additionalProperties: false` added to
-each object that does not say, the one value strict mode takes.
+each object that does not say, the one value strict mode takes. A deferred tool
+(`ToolSpec.defer_loading`) says `defer_loading: true`, for the `tool_search` tool (a server tool)
+to load.
 """
 
 from __future__ import annotations
 
 __all__ = ["text_format", "tool_choice", "tools"]
 
-import copy
 from typing import Any
 
 from turnstile.core import ModelRequest, ToolSpec
 from turnstile.core.request import OutputFormat, ToolChoice, UseTool
 
 from ._responses_items import FORMAT
+from ._server_tools import placed
 
 # Schema keywords whose values are JSON values, not schemas: `_closed` leaves them as they are.
 _VALUES = frozenset({"const", "default", "enum", "examples"})
 
 
 def tools(request: ModelRequest) -> list[dict[str, Any]]:
-    """The request's tools, then its server tools of this format as written."""
-    out = [_tool(spec) for spec in request.tools]
-    return out + [copy.deepcopy(t.definition) for t in request.server_tools if t.format == FORMAT]
+    """The request's tools, and its server tools of this format as written, where they stand."""
+    return placed([_tool(spec) for spec in request.tools], request.server_tools, FORMAT)
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
@@ -36,7 +37,8 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
         tool["description"] = spec.description
     strict = bool(spec.strict)
     parameters = _closed(spec.parameters) if strict else spec.parameters
-    return {**tool, "parameters": parameters, "strict": strict}
+    tool = {**tool, "parameters": parameters, "strict": strict}
+    return {**tool, "defer_loading": True} if spec.defer_loading else tool
 
 
 def tool_choice(choice: ToolChoice) -> str | dict[str, str]:
