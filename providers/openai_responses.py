@@ -153,7 +153,8 @@ def decode(body: dict[str, Any]) -> ModelResponse:
         if kind == "reasoning":
             content.append(reasoning(item, where))
         elif kind == "message":
-            texts, refusal = message(item, where)
+            apart = i > 0 and peek(output[i - 1], "type", str, "") == "message"
+            texts, refusal = message(item, where, apart=apart)
             content.extend(texts)
             refused = refused or refusal
         elif kind == "function_call":
