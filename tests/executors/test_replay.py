@@ -108,6 +108,7 @@ FINISHES = {
     "openai-responses/refusal.json": StopReason.refusal,
     "openai-responses/stored.json": StopReason.completed,
     "openai-responses/tool_error.json": StopReason.completed,
+    "openai-responses/tool_search.json": StopReason.completed,
     "openai-responses/unknown_stop.json": StopReason.completed,
     "openai-responses/weather.json": StopReason.completed,
     "openai-responses/weather.stream.json": StopReason.completed,
