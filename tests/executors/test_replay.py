@@ -80,6 +80,7 @@ FINISHES = {
     "openai-chat/audio.json": StopReason.completed,
     "openai-chat/azure_prompt_filter.stream.json": StopReason.completed,
     "openai-chat/cache_off.json": StopReason.completed,
+    "openai-chat/client_history.json": StopReason.completed,
     "openai-chat/content_filter.json": StopReason.refusal,
     "openai-chat/instructions.json": StopReason.completed,
     "openai-chat/malformed_args.json": StopReason.completed,
