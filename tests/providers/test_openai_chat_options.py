@@ -193,6 +193,11 @@ def test_a_typed_server_definition_with_a_position_stands_there_among_the_tools(
     assert names == ["grep", "get_chart"]
 
 
+def test_a_deferred_tool_is_loaded_whole_chat_having_no_tool_search() -> None:
+    deferred = ToolSpec("get_chart", CHART.description, CHART.parameters, defer_loading=True)
+    assert encode(tools=(deferred,))["tools"] == encode(tools=(CHART,))["tools"]
+
+
 def test_server_tools_of_other_formats_are_left_out() -> None:
     other = ServerTool("anthropic_messages", {"type": "web_search_20250305", "name": "web_search"})
     body = encode(tools=(), server_tools=(other,))
