@@ -24,13 +24,16 @@ ToolChoice = Literal["auto", "required", "none"] | UseTool
 """May the model call tools ("auto"), must it ("required", `UseTool`), or may it not ("none")."""
 
 
-class ServerTool(msgspec.Struct, frozen=True):
+class ServerTool(msgspec.Struct, frozen=True, omit_defaults=True):
     """A tool the provider runs itself (web search, code execution...), for one wire `format`
     ("anthropic_messages", "openai_chat", "openai_responses"): `definition` joins the request's
-    tools as that format writes it. Requests in other formats leave it out."""
+    tools as that format writes it, after the request's own tools, or at index `position` of
+    that format's list of tools (a request recorded with its hosted tools first). Requests in
+    other formats leave it out."""
 
     format: str
     definition: dict[str, Any]
+    position: int | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -49,6 +49,8 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     `replay_safe`: running it twice does no harm, so a call a crash interrupted may run again;
     otherwise the model is told it may or may not have taken effect. `strict`: the provider
     holds the model's arguments to the schema exactly (None: the format's default).
+    `defer_loading`: the provider shows the model little of it (its name) until a tool search
+    finds it (a `ServerTool` of the format); a format without tool search loads it whole.
     """
 
     name: str
@@ -61,6 +63,7 @@ class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     timeout_s: float | None = None
     replay_safe: bool = False
     strict: bool | None = None
+    defer_loading: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)

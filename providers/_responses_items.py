@@ -11,9 +11,10 @@ has none) nor a field for a document's `title` (Anthropic's): audio, and any oth
 here. `Instructions` are a message item of their role ("system" or "developer").
 
 A reply's parts go back in order: texts as assistant message items (adjacent texts of one phase
-share one), calls as `function_call` items, reasoning and kept items verbatim. A reply from
-another format may hold what has no form here (another provider's thinking, its server blocks):
-left out, as that provider's own history keeps it.
+share one, unless a text is marked to begin its own, as it did in the reply), calls as
+`function_call` items, reasoning and kept items verbatim. A reply from another format may hold
+what has no form here (another provider's thinking, its server blocks): left out, as that
+provider's own history keeps it.
 
 Server-side state (`store=True`): a reply the server stored is `stored`, its last text or call
 keeping under `STORED` the response's id, the server's URL, the model asked, and how many
@@ -74,6 +75,8 @@ SUMMARY_JOIN = "\n\n"
 """What joins the summary parts of a reasoning item into one `Thinking` text."""
 STORED = "stored"
 """The key of a stored reply's mark in its last text's or call's `provider_data`."""
+APART = "apart"
+"""The key in a text's `provider_data` that makes it begin a message item of its own."""
 TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
 """The text parts of a message item, and the key of their text."""
 # An item only the client can answer, other than a function call: the item type answering it,
@@ -152,10 +155,11 @@ def _assistant(parts: list[Part], items: list[dict[str, Any]]) -> None:
     texts: list[dict[str, Any]] = []
     phase = None
     for part in [*parts, None]:  # None ends the last run of texts
-        if type(part) is Text and not part.text:
-            continue
         kept = part.provider_data if type(part) is Text else None
-        if texts and (type(part) is not Text or peek(kept, "phase", str, None) != phase):
+        apart = peek(kept, APART, bool, False)
+        if type(part) is Text and not part.text and not apart:
+            continue
+        if texts and (type(part) is not Text or apart or peek(kept, "phase", str, None) != phase):
             message = {"type": "message", "role": "assistant", "content": texts}
             items.append(message if phase is None else {**message, "phase": phase})
             texts = []
@@ -202,10 +206,12 @@ def reasoning(item: dict[str, Any], where: str) -> Thinking:
     return Thinking(SUMMARY_JOIN.join(texts), provider_data=kept(item, where))
 
 
-def message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
+def message(item: dict[str, Any], where: str, *, apart: bool = False) -> tuple[list[Part], bool]:
     """The parts of a message item, and whether one of them is a refusal. A text keeps its
     item's `phase` and its own annotations (to send back); a content part of another type is
-    kept as a message item of its own, which goes back in its place."""
+    kept as a message item of its own, which goes back in its place. The first text is marked
+    `APART` when the item follows another message (`apart`) or holds only empty text, so that it
+    goes back as an item of its own, not joined to the one before nor left out."""
     parts: list[Part] = []
     refused = False
     phase = optional(item, "phase", str, where, None)
@@ -223,6 +229,10 @@ def message(item: dict[str, Any], where: str) -> tuple[list[Part], bool]:
             kept_data["annotations"] = kept(part["annotations"], f"{at}.annotations")
         parts.append(Text(field(part, key, str, at), provider_data=kept_data or None))
         refused = refused or key == "refusal"
+    texts = [(i, p) for i, p in enumerate(parts) if type(p) is Text]
+    if texts and (apart or not any(p.text for _, p in texts)):
+        n, first = texts[0]
+        parts[n] = Text(first.text, provider_data={**(first.provider_data or {}), APART: True})
     return parts, refused
 
 

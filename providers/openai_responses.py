@@ -30,12 +30,11 @@ from __future__ import annotations
 
 __all__ = ["Client", "StreamAccumulator", "decode", "encode"]
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from turnstile.core import ModelRequest, ToolSpec
+from turnstile.core import ModelRequest
 from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
@@ -46,7 +45,6 @@ from turnstile.core.messages import (
     ToolCall,
     Usage,
 )
-from turnstile.core.request import OutputFormat, ToolChoice, UseTool
 
 from ._cache import WireCache, folded
 from ._client import Wire, WireClient
@@ -54,7 +52,6 @@ from ._deltas import ArgumentsDelta, Delta, TextDelta, ThinkingDelta
 from ._errors import DecodeError, ProviderError
 from ._failures import error_failure
 from ._responses_items import (
-    FORMAT,
     SUMMARY_JOIN,
     TEXT_FIELDS,
     chained,
@@ -66,6 +63,8 @@ from ._responses_items import (
     stored,
     waiting,
 )
+from ._responses_tools import text_format, tool_choice
+from ._responses_tools import tools as _tools
 from ._text import Pieces, heal
 from ._wire import (
     count,
@@ -79,8 +78,6 @@ from ._wire import (
     tool_call_id,
 )
 
-# Schema keywords whose values are JSON values, not schemas: `_closed` leaves them as they are.
-_VALUES = frozenset({"const", "default", "enum", "examples"})
 # The reasons an `incomplete` response gives (`incomplete_details.reason`) that a stop names.
 _STOPS = {"max_output_tokens": ModelStop.max_tokens, "content_filter": ModelStop.content_filter}
 
@@ -94,12 +91,8 @@ def encode(
     """The JSON body for `POST /v1/responses`.
 
     Defaults: `store: false` and `include: ["reasoning.encrypted_content"]`, so reasoning can be
-    sent back without server-side state. A tool's `strict` is its `ToolSpec.strict`, false when
-    None: left out, the API would rewrite the schema into strict mode (every field required), so
-    None means here what it means in the other formats. A strict schema (a tool's, or
-    `request.output`'s as `text.format`) has `additionalProperties: false` added to each object
-    that does not say, the one value strict mode takes. Server tools of this format join `tools`
-    as written; `tool_choice` is written unless "auto" (the API's default); with caching on,
+    sent back without server-side state. Tools, `tool_choice` (written unless "auto", the API's
+    default) and `text.format` are written by `_responses_tools`; with caching on,
     `prompt_cache_key` is the policy's key or else the conversation's (`request.cache_key`).
     `options` are merged over the body (`stream=True`, `reasoning={"effort": "low"}`, ...); an
     option set to None removes that key, e.g. `include=None` for a model that rejects encrypted
@@ -114,14 +107,12 @@ def encode(
     if request.system is not None:
         body["instructions"] = request.system
     body["input"] = folded(fold, request.messages, cache)
-    tools = [_tool(spec) for spec in request.tools]
-    tools += [copy.deepcopy(t.definition) for t in request.server_tools if t.format == FORMAT]
-    if tools:
+    if tools := _tools(request):
         body["tools"] = tools
     if request.tool_choice != "auto":
-        body["tool_choice"] = _tool_choice(request.tool_choice)
+        body["tool_choice"] = tool_choice(request.tool_choice)
     if request.output is not None:
-        body["text"] = {"format": _text_format(request.output)}
+        body["text"] = {"format": text_format(request.output)}
     body["max_output_tokens"] = request.max_tokens
     body["store"] = False
     body["include"] = ["reasoning.encrypted_content"]
@@ -131,40 +122,6 @@ def encode(
             body["prompt_cache_key"] = key
     body.update(options)
     return {key: value for key, value in body.items() if value is not None or key not in options}
-
-
-def _tool(spec: ToolSpec) -> dict[str, Any]:
-    tool: dict[str, Any] = {"type": "function", "name": spec.name}
-    if spec.description:
-        tool["description"] = spec.description
-    strict = bool(spec.strict)
-    parameters = _closed(spec.parameters) if strict else spec.parameters
-    return {**tool, "parameters": parameters, "strict": strict}
-
-
-def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
-    return {"type": "function", "name": choice.name} if isinstance(choice, UseTool) else choice
-
-
-def _text_format(output: OutputFormat) -> dict[str, Any]:
-    schema = _closed(output.schema) if output.strict else output.schema
-    return {"type": "json_schema", "name": output.name, "schema": schema, "strict": output.strict}
-
-
-def _closed(schema: Any) -> Any:
-    """A copy of `schema` where every object schema that does not say whether it takes other
-    members says it does not (`additionalProperties: false`)."""
-    if isinstance(schema, list):
-        return [_closed(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    closed = {k: v if k in _VALUES else _closed(v) for k, v in schema.items()}
-    kind = schema.get("type")
-    if (kind == "object" or (isinstance(kind, list) and "object" in kind)) and (
-        "additionalProperties" not in schema
-    ):
-        closed["additionalProperties"] = False
-    return closed
 
 
 # -- decoding --------------------------------------------------------------------------------------
@@ -196,7 +153,8 @@ def decode(body: dict[str, Any]) -> ModelResponse:
         if kind == "reasoning":
             content.append(reasoning(item, where))
         elif kind == "message":
-            texts, refusal = message(item, where)
+            apart = i > 0 and peek(output[i - 1], "type", str, "") == "message"
+            texts, refusal = message(item, where, apart=apart)
             content.extend(texts)
             refused = refused or refusal
         elif kind == "function_call":

@@ -16,6 +16,10 @@ change what the conversation says). What has no word in Chat:
 
 - `Thinking` parts are dropped: the API has no way to send reasoning back (a dialect's server
   may have one: see Dialects below).
+- A reply's texts are one string, unless one of them keeps a content part's fields
+  (`provider_data["openai_chat"]`, as a history another client wrote sends them): then the
+  content is a list of text parts, one a text. A tool message names the tool it answers only
+  with `name_results=True`.
 - A prefill (a request ending with an assistant message) goes as it is, though OpenAI answers
   after it rather than going on from it (some compatible servers go on from it, given a flag
   of their own); the codec cannot tell it from a history that merely ends there.
@@ -36,8 +40,9 @@ The request's options: caching sends `prompt_cache_key` (the policy's key, else 
 "auto", the API's default, is not, nor "none" without tools (the API refuses a tool_choice
 without tools). `output` is a `json_schema` `response_format`. Chat has no hosted tools, only
 options such as a search model's `web_search_options`: so a server tool of this format whose
-definition has a `type` joins `tools` as it is, and one without is fields of the body, which
-may not overwrite a field the request sets.
+definition has a `type` joins `tools` as it is (after the request's own, or at its
+`position`), and one without is fields of the body, which may not overwrite a field the
+request sets. `allowed_tools` is a `tool_choice` option, sent as given.
 
 Reading replies: only the first choice counts. A `refusal` makes the stop `refusal` whatever the
 finish_reason; "stop" with tool calls (a named `tool_choice`) is `tool_use`. A stream that ends

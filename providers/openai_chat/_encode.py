@@ -29,6 +29,7 @@ from turnstile.core.messages import (
 from turnstile.core.request import OutputFormat, ToolChoice
 from turnstile.providers._cache import WireCache, folded
 from turnstile.providers._errors import UnsupportedContent
+from turnstile.providers._server_tools import placed
 from turnstile.providers._wire import (
     peek,
 )
@@ -56,13 +57,15 @@ def encode(
     cache: WireCache | None = None,
     token_limit_field: TokenLimitField = "max_completion_tokens",
     dialect: Dialect | None = None,
+    name_results: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
     """The JSON body for `POST /v1/chat/completions`.
 
     `token_limit_field` names the field of `request.max_tokens`. A `dialect` (an
     OpenAI-compatible server's) sends reasoning back as it says, and no `prompt_cache_key`,
-    which is OpenAI's alone. `options` are merged over the
+    which is OpenAI's alone. `name_results=True` gives each tool message the `name` of the call
+    it answers, as some clients send it and some servers want it. `options` are merged over the
     body (`temperature=0`, `response_format=...`); `stream=True` also asks for the final usage
     chunk (`stream_options.include_usage`), which explicit `stream_options` may override.
 
@@ -74,11 +77,11 @@ def encode(
     `token_limit_field` or a server tool's field that the request already sets.
     """
     head = [{"role": "system", "content": request.system}] if request.system is not None else None
-    messages = folded(_fold_for(dialect), request.messages, cache, head)
+    messages = folded(_fold_for(dialect, name_results), request.messages, cache, head)
     body: dict[str, Any] = {"model": model, "messages": messages}
     ours = [s.definition for s in request.server_tools if s.format == FORMAT]
-    tools = [_tool(t) for t in request.tools] + [d for d in ours if "type" in d]
-    if tools:
+    typed = [s for s in request.server_tools if "type" in s.definition]
+    if tools := placed([_tool(t) for t in request.tools], typed, FORMAT):
         body["tools"] = tools
     if request.tool_choice != "auto" and (tools or request.tool_choice != "none"):
         body["tool_choice"] = _tool_choice(request.tool_choice)
@@ -135,13 +138,21 @@ def _set_fields(body: dict[str, Any], definition: Mapping[str, Any]) -> None:
 
 
 @functools.cache
-def _fold_for(dialect: Dialect | None) -> Callable[[list[dict[str, Any]], Iterable[Message]], None]:
-    """The fold of `dialect`'s messages: one object per dialect, which a `WireCache` knows."""
-    return _fold if dialect is None else functools.partial(_fold, dialect=dialect)
+def _fold_for(
+    dialect: Dialect | None, names: bool = False
+) -> Callable[[list[dict[str, Any]], Iterable[Message]], None]:
+    """The fold of `dialect`'s messages: one object per dialect (and naming), which a
+    `WireCache` knows."""
+    if dialect is None and not names:
+        return _fold
+    return functools.partial(_fold, dialect=dialect, names=names)
 
 
 def _fold(
-    wire: list[dict[str, Any]], history: Iterable[Message], dialect: Dialect | None = None
+    wire: list[dict[str, Any]],
+    history: Iterable[Message],
+    dialect: Dialect | None = None,
+    names: bool = False,
 ) -> None:
     for message in history:
         match message:
@@ -152,14 +163,19 @@ def _fold(
             case Instructions(text=text, role=role):
                 wire.append({"role": role, "content": text})
             case ToolResults(results=results):
-                wire.extend(
-                    {
-                        "role": "tool",
-                        "tool_call_id": r.call_id,
-                        "content": _content(r.content, _result_part),
-                    }
-                    for r in results
-                )
+                called = _names(wire) if names else {}
+                for r in results:
+                    content = _content(r.content, _result_part)
+                    tool = {"role": "tool", "tool_call_id": r.call_id, "content": content}
+                    wire.append(
+                        {**tool, "name": called[r.call_id]} if r.call_id in called else tool
+                    )
+
+
+def _names(wire: list[dict[str, Any]]) -> dict[str, str]:
+    """The names of the calls of the last assistant message written, by call id."""
+    last: dict[str, Any] = next((m for m in reversed(wire) if m.get("role") == "assistant"), {})
+    return {c["id"]: c["function"]["name"] for c in last.get("tool_calls") or ()}
 
 
 def _content(content: str | Sequence[Any], part: Callable[[Any], dict[str, Any]]) -> Any:
@@ -234,25 +250,32 @@ def _b64(data: bytes) -> str:
 def _assistant(message: AssistantMessage, reasoning: dict[str, str]) -> dict[str, Any]:
     """A reply as one assistant message: its texts joined, the reasoning a dialect sends back,
     its calls, and the fields an `Opaque` of this format kept."""
-    texts: list[str] = []
+    texts: list[Text] = []
     calls: list[dict[str, Any]] = []
     fields: dict[str, Any] = {}
     for part in message.content:
         if type(part) is Text:
-            texts.append(part.text)
+            texts.append(part)
         elif type(part) is ToolCall:
             calls.append(_call(part))
         elif type(part) is Opaque:
             fields.update(_opaque(part))
-    out: dict[str, Any] = {
-        "role": "assistant",
-        "content": "".join(texts) if texts or not calls else None,
-        **reasoning,
-    }
+    out: dict[str, Any] = {"role": "assistant", "content": _text(texts, calls), **reasoning}
     if calls:
         out["tool_calls"] = calls
     out.update(fields)
     return out
+
+
+def _text(texts: list[Text], calls: list[dict[str, Any]]) -> str | list[dict[str, Any]] | None:
+    """A reply's texts joined, or as a list of text parts when one of them was sent as a part
+    (it keeps its part's fields, `provider_data["openai_chat"]`); None for calls alone."""
+    parts = [peek(t.provider_data, FORMAT, dict, None) for t in texts]
+    if any(p is not None for p in parts):
+        return [
+            {"type": "text", **(p or {}), "text": t.text} for t, p in zip(texts, parts, strict=True)
+        ]
+    return "".join(t.text for t in texts) if texts or not calls else None
 
 
 def _call(call: ToolCall) -> dict[str, Any]:

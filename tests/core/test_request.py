@@ -50,7 +50,7 @@ def test_a_request_with_nothing_but_the_conversation_writes_nothing_else() -> No
 def test_a_request_of_every_option_reads_back_unchanged() -> None:
     full = request(
         tool_choice=UseTool("final_answer"),
-        server_tools=(ServerTool("openai_responses", {"type": "web_search"}),),
+        server_tools=(ServerTool("openai_responses", {"type": "web_search"}, position=0),),
         cache=CachePolicy(ttl="1h", key="conversation-1"),
         cache_key="conversation-1",
         output=OutputFormat("Answer", {"type": "object"}, strict=False),
@@ -59,6 +59,16 @@ def test_a_request_of_every_option_reads_back_unchanged() -> None:
     again = round_trip(full)
     assert msgspec.json.encode(again) == msgspec.json.encode(full)
     assert again.output == full.output and again.cache == full.cache
+
+
+def test_a_server_tool_without_a_position_writes_none() -> None:
+    """So a spec or request written before positions existed writes the same bytes."""
+    tool = ServerTool("openai_responses", {"type": "web_search"})
+    assert msgspec.json.encode(tool) == (
+        b'{"format":"openai_responses","definition":{"type":"web_search"}}'
+    )
+    placed = msgspec.json.encode(msgspec.structs.replace(tool, position=0))
+    assert msgspec.json.decode(placed, type=ServerTool).position == 0
 
 
 def test_caching_is_on_by_default_and_its_defaults_write_nothing() -> None:

@@ -9,6 +9,8 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from pydantic import TypeAdapter
 from turnstile.core import (
     CallModel,
     Guards,
@@ -21,10 +23,20 @@ from turnstile.core import (
     ToolReturned,
     ToolSpec,
 )
-from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, UserMessage
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelStop,
+    Text,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    UserMessage,
+)
 from turnstile.core.request import CachePolicy, OutputFormat, ServerTool, UseTool
 from turnstile.providers import WireCache, openai_chat
 
+CREATE = TypeAdapter(CompletionCreateParamsNonStreaming)
 CHART = ToolSpec("get_chart", "A city's temperature chart.", {"type": "object"})
 STRICT = ToolSpec("get_chart", "A city's temperature chart.", {"type": "object"}, strict=True)
 SCHEMA = {
@@ -108,6 +120,35 @@ def test_a_client_wide_tool_choice_option_still_wins() -> None:
     assert body["tool_choice"] == "none"
 
 
+def test_allowed_tools_go_as_the_tool_choice_option_verbatim() -> None:
+    """Chat's `allowed_tools` choice (a subset the model may, or must, call from, the tools
+    staying the same for the cache) is a client option, sent as given."""
+    allowed = {
+        "type": "allowed_tools",
+        "allowed_tools": {
+            "mode": "auto",
+            "tools": [{"type": "function", "function": {"name": "get_chart"}}],
+        },
+    }
+    body = encode(tools=(CHART, ToolSpec("get_time")), options={"tool_choice": allowed})
+    assert body["tool_choice"] == allowed
+    CREATE.validate_python(body)
+
+
+def test_a_history_of_calls_asked_without_tools_gets_no_tools() -> None:
+    """A request for a history whose tools are gone (a final answer, a summary) sends none: the
+    calls and results in the history need no definitions in this format."""
+    call = ToolCall("call_1", "get_chart", {"city": "Shanghai"})
+    history = [
+        UserMessage("q"),
+        AssistantMessage([call]),
+        ToolResults([ToolResult("call_1", "29°C")]),
+    ]
+    body = openai_chat.encode(ModelRequest(None, history, (), 64, tool_choice="none"), model="m")
+    assert "tools" not in body and "tool_choice" not in body
+    CREATE.validate_python(body)
+
+
 # -- the token limit field -------------------------------------------------------------------------
 
 
@@ -142,6 +183,19 @@ def test_a_server_definition_with_a_type_joins_the_tools_and_one_without_is_body
     body = encode(server_tools=(SEARCH, CUSTOM))
     assert body["web_search_options"] == {"search_context_size": "low"}
     assert body["tools"][1:] == [{"type": "custom", "custom": {"name": "grep"}}]
+
+
+def test_a_typed_server_definition_with_a_position_stands_there_among_the_tools() -> None:
+    placed = ServerTool("openai_chat", CUSTOM.definition, position=0)
+    names = [
+        t.get("function", t.get("custom"))["name"] for t in encode(server_tools=(placed,))["tools"]
+    ]
+    assert names == ["grep", "get_chart"]
+
+
+def test_a_deferred_tool_is_loaded_whole_chat_having_no_tool_search() -> None:
+    deferred = ToolSpec("get_chart", CHART.description, CHART.parameters, defer_loading=True)
+    assert encode(tools=(deferred,))["tools"] == encode(tools=(CHART,))["tools"]
 
 
 def test_server_tools_of_other_formats_are_left_out() -> None:

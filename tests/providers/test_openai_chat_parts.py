@@ -27,7 +27,7 @@ from turnstile.core.messages import (
     UserMessage,
     validate_history,
 )
-from turnstile.providers import DecodeError, UnsupportedContent, openai_chat
+from turnstile.providers import DecodeError, UnsupportedContent, WireCache, openai_chat
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -368,6 +368,65 @@ def test_media_in_the_prompt_round_trip_into_the_next_request() -> None:
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_1", "content": "chart of Shanghai"},
     ]
+
+
+# -- assistant messages as other clients wrote them ------------------------------------------------
+
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_chart", "arguments": '{"city":"Shanghai"}'},
+}
+
+
+def test_assistant_text_sent_as_a_list_of_parts_goes_back_as_a_list() -> None:
+    """A text kept with its content part's fields (`provider_data["openai_chat"]`) makes its
+    message's content a list of parts again; text without stays one string."""
+    recorded = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Looking."}],
+        "tool_calls": [CALL],
+    }
+    part = Text("Looking.", provider_data={"openai_chat": {"type": "text"}})
+    call = ToolCall("call_1", "get_chart", {"city": "Shanghai"})
+    assert wire(UserMessage("q"), AssistantMessage([part, call]))[1] == recorded
+    plain = wire(UserMessage("q"), AssistantMessage([Text("Looking."), call]))[1]
+    assert plain == {**recorded, "content": "Looking."}
+    two = AssistantMessage([part, Text(" Done.")])
+    assert wire(UserMessage("q"), two)[1]["content"] == [
+        {"type": "text", "text": "Looking."},
+        {"type": "text", "text": " Done."},
+    ]
+
+
+def test_whitespace_only_text_is_sent_as_it_is() -> None:
+    sent = wire(UserMessage(" "), AssistantMessage([Text("\n")]), UserMessage([Text("  ")]))
+    assert [m["content"] for m in sent] == [" ", "\n", [{"type": "text", "text": "  "}]]
+
+
+def test_tool_messages_name_their_tool_when_asked() -> None:
+    """`name_results=True`: each tool message says the name of the call it answers, as some
+    clients send it (and some servers want it), found in the history, cached or not."""
+    history = [
+        UserMessage("q"),
+        AssistantMessage([ToolCall("call_1", "get_chart", {"city": "Shanghai"})]),
+        ToolResults([ToolResult("call_1", "29°C")]),
+    ]
+    request = ModelRequest(None, history, (), 256)
+    assert openai_chat.encode(request, model="m", name_results=True)["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "29°C",
+        "name": "get_chart",
+    }
+    assert "name" not in openai_chat.encode(request, model="m")["messages"][2]
+    cache = WireCache()
+    openai_chat.encode(
+        ModelRequest(None, history[:2], (), 256), model="m", cache=cache, name_results=True
+    )
+    again = openai_chat.encode(request, model="m", cache=cache, name_results=True)
+    assert again["messages"][2]["name"] == "get_chart"
+    assert "name_results" not in again
 
 
 def test_thinking_still_goes_nowhere() -> None:

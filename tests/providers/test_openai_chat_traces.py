@@ -143,3 +143,15 @@ def test_a_trace_replays_on_the_wall_clock_too() -> None:
         spec_for(trace), prompt_for(trace), model=client_for(trace), tools=RecordedTools(trace)
     )
     assert run.output == "Shanghai is warmer."
+
+
+def test_a_history_another_client_wrote_goes_again_as_it_wrote_it() -> None:
+    """Its assistant text as a list of parts, its tool messages named, only get_weather allowed;
+    replayed through the SDK client, the answer comes."""
+    [body] = bodies("client_history.json")
+    assistant, *tools = body["messages"][1:]
+    assert assistant["content"] == [{"type": "text", "text": "我来查一下两座城市的天气。"}]
+    assert [t["name"] for t in tools] == ["get_weather", "get_weather"]
+    assert body["tool_choice"]["type"] == "allowed_tools"
+    run = replay(FIXTURES / "client_history.json")
+    assert run.finish is not None and run.finish.output == "是的:上海 29°C,北京 26°C,上海暖和 3°C。"

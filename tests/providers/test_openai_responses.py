@@ -156,6 +156,7 @@ def test_the_traces_are_the_ones_promised() -> None:
         "refusal.json",
         "stored.json",
         "tool_error.json",
+        "tool_search.json",
         "unknown_stop.json",
         "weather.json",
         "weather.stream.json",

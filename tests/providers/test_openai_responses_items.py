@@ -263,3 +263,94 @@ def test_a_kept_item_holding_a_number_no_run_can_write_is_a_decode_error() -> No
     )
     escaped = '{"n": 1e999, "s": "\\ud800"}'  # read by Python's parser, for the lone surrogate
     assert decode(body([function_call_item(escaped)])).content[0].raw_arguments == escaped
+
+
+# -- a recorded conversation, decoded and written again --------------------------------------------
+
+
+def written(*outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The input items after the prompt of a history whose replies had `outputs` (as the API
+    returned them, read by `decode` as the loop reads them), written again."""
+    history: list[Any] = [UserMessage("q")]
+    for output in outputs:
+        raw = body(output)
+        reply = decode(raw)
+        assert streamed(stream(raw), raw) == reply
+        history.append(AssistantMessage(reply.content))
+    return encode(ModelRequest(None, history, (), 64), model="m")["input"][1:]
+
+
+def sent_text(value: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": value}],
+    }
+
+
+def test_adjacent_messages_of_a_reply_go_back_as_as_many_messages() -> None:
+    first, second = message(text("Looking.")), message(text("Shanghai."), id="msg_2")
+    assert written([first, second]) == [sent_text("Looking."), sent_text("Shanghai.")]
+    assert written([message(text("a"), text("b"))]) == [
+        {
+            **sent_text("a"),
+            "content": [{"type": "output_text", "text": "a"}, {"type": "output_text", "text": "b"}],
+        }
+    ]
+
+
+def test_a_message_of_empty_text_goes_back_and_no_item_is_lost() -> None:
+    item = reasoning_item()
+    call = function_call_item('{"city":"Shanghai"}')
+    assert written([item, message(text("")), call]) == [item, sent_text(""), sent_call(call)]
+    assert written([message(text("a")), message(text(""), id="msg_2")]) == [
+        sent_text("a"),
+        sent_text(""),
+    ]
+
+
+def sent_call(item: dict[str, Any]) -> dict[str, Any]:
+    """A function call as the codec writes it back: without its status (the API's own, which
+    no request of the recorded traces carries)."""
+    return {k: v for k, v in item.items() if k != "status"}
+
+
+def reasoning_item() -> dict[str, Any]:
+    """A reasoning item as a model that shows no summary returns it: encrypted, summary empty."""
+    return {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAAA-1"}
+
+
+def test_a_hosted_tool_search_and_the_call_it_allowed_go_back_as_they_came() -> None:
+    search = {
+        "id": "tsc_1",
+        "type": "tool_search_call",
+        "execution": "server",
+        "call_id": None,
+        "status": "completed",
+        "arguments": {"paths": ["crm"]},
+    }
+    found = {
+        "id": "tso_1",
+        "type": "tool_search_output",
+        "execution": "server",
+        "call_id": None,
+        "status": "completed",
+        "tools": [
+            {
+                "type": "function",
+                "name": "get_weather",
+                "defer_loading": True,
+                "parameters": {},
+                "strict": False,
+            }
+        ],
+    }
+    call = {**function_call_item('{"city":"Shanghai"}'), "namespace": "crm"}
+    OUTPUT_ITEM.validate_python(search)
+    OUTPUT_ITEM.validate_python(found)
+    assert written([reasoning_item(), search, found, call]) == [
+        reasoning_item(),
+        search,
+        found,
+        sent_call(call),
+    ]

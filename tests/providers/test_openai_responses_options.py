@@ -44,6 +44,9 @@ CLOSED = {
     "examples": [{"type": "object"}],
     "additionalProperties": False,
 }
+FORMAT = "openai_responses"
+SEARCH = {"type": "tool_search"}
+MCP = {"type": "mcp", "server_label": "deepwiki", "server_url": "https://mcp.deepwiki.com/mcp"}
 BODY = TypeAdapter(ResponseCreateParamsNonStreaming)
 TOOL = TypeAdapter(ToolParam)
 
@@ -119,3 +122,41 @@ def test_a_native_answer_format_is_text_format_json_schema() -> None:
     loose = sent(output=OutputFormat("Weather", SCHEMA, strict=False))
     assert loose["text"]["format"]["schema"] == SCHEMA
     assert loose["text"]["format"]["strict"] is False
+
+
+def test_a_deferred_tool_says_so_and_another_does_not() -> None:
+    tools = (ToolSpec("get_chart", defer_loading=True), ToolSpec("get_weather"))
+    deferred, loaded = sent(tools=tools, server_tools=(ServerTool(FORMAT, SEARCH),))["tools"][:2]
+    assert deferred["defer_loading"] is True
+    assert "defer_loading" not in loaded
+    TOOL.validate_python(deferred)
+
+
+def test_a_server_tool_with_a_position_stands_there_among_the_tools() -> None:
+    """A request recorded with its hosted tools first (the tool search, then the functions it
+    finds) is written with them first again; a server tool without a position goes last."""
+    web = {"type": "web_search"}
+    server = (
+        ServerTool(FORMAT, SEARCH, position=0),
+        ServerTool(FORMAT, web),
+        ServerTool(FORMAT, MCP, position=2),
+    )
+    tools = (ToolSpec("a"), ToolSpec("b"))
+    names = [t.get("name", t["type"]) for t in sent(tools=tools, server_tools=server)["tools"]]
+    assert names == ["tool_search", "a", "mcp", "b", "web_search"]
+    far = sent(tools=tools, server_tools=(ServerTool(FORMAT, SEARCH, position=9),))["tools"]
+    assert [t.get("name", t["type"]) for t in far] == ["a", "b", "tool_search"]
+
+
+def test_allowed_tools_go_as_the_tool_choice_option_verbatim() -> None:
+    """The API's `allowed_tools` choice (a subset the model may, or must, call from, the tools
+    staying the same for the cache) is a client option, sent as given."""
+    allowed = {
+        "type": "allowed_tools",
+        "mode": "required",
+        "tools": [{"type": "function", "name": "a"}],
+    }
+    request = ModelRequest(None, [UserMessage("q")], (ToolSpec("a"), ToolSpec("b")), 64)
+    body = encode(request, model="gpt-5.1", tool_choice=allowed)
+    assert body["tool_choice"] == allowed
+    BODY.validate_python(body)

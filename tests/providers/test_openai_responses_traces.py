@@ -38,6 +38,8 @@ WARMER = (
     "上海比北京(26°C)高出 3°C。"
 )
 
+SEARCHED = "是的:上海 29°C,北京 26°C,上海暖和 3°C。"
+
 
 def bodies(name: str) -> list[dict[str, Any]]:
     """The bodies posted (a GET for the rest of a stream has none)."""
@@ -59,6 +61,7 @@ def compact(value: Any) -> str:
         ("instructions.json", StopReason.completed, "Shanghai is warmer."),
         ("stored.json", StopReason.completed, WARMER),
         ("background_resumed.stream.json", StopReason.completed, WARMER),
+        ("tool_search.json", StopReason.completed, SEARCHED),
     ],
 )
 def test_each_trace_replays_through_the_sdk_client(
@@ -198,3 +201,16 @@ def test_each_request_s_prefix_is_byte_identical_to_the_previous_request(name: s
             continue
         head = after["input"][: len(before["input"])]
         assert compact(head) == compact(before["input"])
+
+
+def test_a_tool_search_run_sends_the_deferred_tool_and_every_item_of_the_search_back() -> None:
+    """The hosted tool search first, the deferred tool marked; the reply's items all go back:
+    reasoning without summary, the search's call and output as they came, two messages as two
+    items, the calls."""
+    first, second = bodies("tool_search.json")
+    assert first["tools"][0] == {"type": "tool_search"}
+    assert [t.get("defer_loading") for t in first["tools"][1:]] == [True]
+    reply = load_trace(FIXTURES / "tool_search.json").exchanges[0].response.body["output"]
+    sent = second["input"][1:-2]
+    assert [i["type"] for i in sent] == [i["type"] for i in reply]
+    assert sent[:3] == reply[:3]
