@@ -64,6 +64,12 @@ def encode(
     breakpoint and each request repeats the previous one's cached prefix byte for byte. An
     `Opaque` block sent with its own `cache_control` counts towards the API's 4.
 
+    Thinking (`thinking` enabled or adaptive) is sent `{"type": "disabled"}` while the current
+    assistant turn (since the last user message) began with a tool call and no signed thinking,
+    as a turn another model began does: the API keeps one thinking configuration per turn (a
+    tool-use loop is one turn) and refuses such a turn with thinking on; the next user turn
+    has it on again.
+
     A request without tools whose history holds tool calls (the loop's finalize request) declares
     the tools those calls named, with an open schema and `tool_choice: none`: the API has
     rejected tool_use/tool_result blocks in requests that define no tools ("Requests which
@@ -96,6 +102,10 @@ def encode(
     if mark is not None and "tools" in body:
         body["tools"][-1] = {**body["tools"][-1], "cache_control": mark}
     body.update(options)
+    if body.get("thinking", {}).get("type") in ("enabled", "adaptive") and _begun_unthinking(
+        request.messages
+    ):
+        body["thinking"] = {"type": "disabled"}
     if "tools" in body and request.tool_choice != "auto":
         body["tool_choice"] = _tool_choice(request.tool_choice, options.get("tool_choice"))
     if request.output is not None:
@@ -173,6 +183,20 @@ def _marked(message: dict[str, Any], mark: dict[str, str]) -> dict[str, Any]:
             block = {**content[j], "cache_control": mark}
             return {**message, "content": [*content[:j], block, *content[j + 1 :]]}
     return message
+
+
+def _begun_unthinking(history: Sequence[Message]) -> bool:
+    """The current assistant turn's first reply calls a tool and opens with no thinking block."""
+    first: AssistantMessage | None = None
+    for message in reversed(history):
+        if type(message) is UserMessage:
+            break
+        if type(message) is AssistantMessage:
+            first = message
+    if first is None or not any(type(p) is ToolCall for p in first.content):
+        return False
+    opening = next((b for b in map(_block, first.content) if b is not None), None)
+    return opening is None or opening["type"] not in ("thinking", "redacted_thinking")
 
 
 def _tools_called(history: Sequence[Message]) -> list[str]:
