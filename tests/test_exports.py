@@ -102,6 +102,7 @@ EXPORTS = {
         "Delta",
         "MissingAPIKey",
         "MissingExtra",
+        "ModelRouter",
         "ProviderError",
         "TextDelta",
         "ThinkingDelta",

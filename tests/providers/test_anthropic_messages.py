@@ -242,6 +242,7 @@ FINISHES = {
     "native_output.json": StopReason.completed,
     "prefill.json": StopReason.completed,
     "fallback.json": StopReason.completed,
+    "fallback_from_deepseek.json": StopReason.completed,
     "trip.json": StopReason.completed,
 }
 

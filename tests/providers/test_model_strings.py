@@ -4,14 +4,18 @@ the environment, and says in one line what is missing when it cannot."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import anthropic
 import openai
 import pytest
-from turnstile.core import InvalidSpec, TurnstileError
+from turnstile.core import InvalidSpec, ModelRequest, TurnstileError
+from turnstile.core.messages import ModelResponse, ModelStop, Text, UserMessage
 from turnstile.providers import (
     MissingAPIKey,
     MissingExtra,
+    ModelRouter,
+    ProviderError,
     anthropic_messages,
     model_client,
     openai_chat,
@@ -149,3 +153,49 @@ def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         "the model openai-responses:gpt-4.1 needs the openai package: "
         "pip install 'turnstile[openai]'"
     )
+
+
+class Asked:
+    """A model client that keeps the model each request asked for."""
+
+    def __init__(self) -> None:
+        self.models: list[str | None] = []
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.models.append(request.model)
+        return ModelResponse([Text("ok")], ModelStop.end_turn)
+
+
+def ask(client: Any, model: str | None) -> None:
+    client.complete(ModelRequest(None, [UserMessage("q")], (), 64, model=model))
+
+
+def test_a_router_sends_each_request_to_the_client_of_its_model() -> None:
+    deepseek, claude, default = Asked(), Asked(), Asked()
+    router = ModelRouter(
+        {"deepseek:deepseek-reasoner": deepseek, "anthropic:claude-sonnet-4-5": claude,
+         "fast": default},
+        default,
+    )  # fmt: skip
+    for model in ("deepseek:deepseek-reasoner", "anthropic:claude-sonnet-4-5", "fast", "x", None):
+        ask(router, model)
+    assert deepseek.models == ["deepseek-reasoner"]  # the name after the provider's prefix
+    assert claude.models == ["claude-sonnet-4-5"]
+    assert default.models == [None, "x", None]  # no prefix: the client's own; else as asked
+    lone = ModelRouter({"anthropic:claude-sonnet-4-5": claude})
+    with pytest.raises(ProviderError, match="no client for the model 'x'") as failed:
+        ask(lone, "x")
+    assert not failed.value.retryable
+
+
+def test_a_router_is_built_only_for_model_strings() -> None:
+    default = Asked()
+    assert ModelRouter.for_models(("claude-opus-4-1", "qwen3:8b"), default, is_async=False) is (
+        default
+    )
+    router = ModelRouter.for_models(
+        ("claude-opus-4-1", "anthropic:claude-sonnet-4-5"), default, is_async=True
+    )
+    assert type(router) is ModelRouter and router.default is default
+    (client,) = router.clients.values()
+    assert type(client) is anthropic_messages.Client and client.is_async and router.is_async
