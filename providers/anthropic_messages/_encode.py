@@ -64,11 +64,12 @@ def encode(
     breakpoint and each request repeats the previous one's cached prefix byte for byte. An
     `Opaque` block sent with its own `cache_control` counts towards the API's 4.
 
-    Thinking (`thinking` enabled or adaptive) is sent `{"type": "disabled"}` while the current
-    assistant turn (since the last user message) began with a tool call and no signed thinking,
-    as a turn another model began does: the API keeps one thinking configuration per turn (a
-    tool-use loop is one turn) and refuses such a turn with thinking on; the next user turn
-    has it on again.
+    Extended thinking (`thinking` of type "enabled") is sent `{"type": "disabled"}` while the
+    current assistant turn (since the last user message) began with a tool call and no signed
+    thinking, as a turn another model began does: the API keeps one thinking configuration per
+    turn (a tool-use loop is one turn) and refuses such a turn with thinking on; the next user
+    turn has it on again. Adaptive thinking is left as asked: under it Claude may open a turn
+    without thinking itself, so such a turn is one the API takes.
 
     A request without tools whose history holds tool calls (the loop's finalize request) declares
     the tools those calls named, with an open schema and `tool_choice: none`: the API has
@@ -102,9 +103,7 @@ def encode(
     if mark is not None and "tools" in body:
         body["tools"][-1] = {**body["tools"][-1], "cache_control": mark}
     body.update(options)
-    if body.get("thinking", {}).get("type") in ("enabled", "adaptive") and _begun_unthinking(
-        request.messages
-    ):
+    if body.get("thinking", {}).get("type") == "enabled" and _begun_unthinking(request.messages):
         body["thinking"] = {"type": "disabled"}
     if "tools" in body and request.tool_choice != "auto":
         body["tool_choice"] = _tool_choice(request.tool_choice, options.get("tool_choice"))
