@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["encode"]
+__all__ = ["STRING_REPLY", "assistant_block", "encode", "tool_definition"]
 
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -33,6 +33,9 @@ from ._blocks import (
 )
 
 _ANY_OBJECT = {"type": "object"}
+STRING_REPLY = {"string": True}
+"""A reply's text part marked to go back as a message's whole content, a string (as a request
+read back by `decode_request` had it), when caching leaves text content alone."""
 
 
 def encode(
@@ -91,7 +94,7 @@ def encode(
         body["messages"] = folded(_fold, request.messages, cache)
     else:
         body["messages"] = _breakpoints(folded(_fold_blocks, request.messages, cache), mark)
-    tools = [_tool(spec) for spec in request.tools]
+    tools = [tool_definition(spec) for spec in request.tools]
     tools += [t.definition for t in request.server_tools if t.format == FORMAT]
     if tools:
         body["tools"] = tools
@@ -113,7 +116,7 @@ def encode(
     return body
 
 
-def _tool(spec: ToolSpec) -> dict[str, Any]:
+def tool_definition(spec: ToolSpec) -> dict[str, Any]:
     tool: dict[str, Any] = {"name": spec.name}
     if spec.description:
         tool["description"] = spec.description
@@ -194,7 +197,7 @@ def _begun_unthinking(history: Sequence[Message]) -> bool:
             first = message
     if first is None or not any(type(p) is ToolCall for p in first.content):
         return False
-    opening = next((b for b in map(_block, first.content) if b is not None), None)
+    opening = next((b for b in map(assistant_block, first.content) if b is not None), None)
     return opening is None or opening["type"] not in ("thinking", "redacted_thinking")
 
 
@@ -215,8 +218,12 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message], blocks: bool =
                 _append(wire, "user", _as_blocks(text) if blocks else text)
             case UserMessage(content=list() as shown):
                 _append(wire, "user", content_blocks(shown))
+            case AssistantMessage(content=[Text() as whole]) if (
+                not blocks and whole.provider_data == STRING_REPLY
+            ):
+                _append(wire, "assistant", whole.text)
             case AssistantMessage(content=parts):
-                said = [b for b in map(_block, parts) if b is not None]
+                said = [b for b in map(assistant_block, parts) if b is not None]
                 if said:
                     _append(wire, "assistant", said)
             case ToolResults(results=results):
@@ -246,7 +253,7 @@ def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
-def _block(part: Part) -> dict[str, Any] | None:
+def assistant_block(part: Part) -> dict[str, Any] | None:
     match part:
         case Text(text=text) if text.strip():
             citations = citations_of(part)

@@ -142,11 +142,11 @@ CLAUDE = "anthropic:claude-sonnet-4-5"
 
 
 def thinking_rule_broken(body: dict[str, Any]) -> str | None:
-    """What breaks the thinking rule of Anthropic's docs in `body`, or None: with thinking on
-    (enabled or adaptive), the assistant turn under way (every message since the last user
-    message that is not all tool results) opens with a thinking or redacted_thinking block
-    when it calls tools, since a tool-use loop is one turn with one thinking configuration."""
-    if body.get("thinking", {}).get("type") not in ("enabled", "adaptive"):
+    """What breaks the thinking rule of Anthropic's docs in `body`, or None: with extended
+    thinking on, the assistant turn under way (every message since the last user message that
+    is not all tool results) opens with a thinking or redacted_thinking block when it calls
+    tools, since a tool-use loop is one turn with one thinking configuration."""
+    if body.get("thinking", {}).get("type") != "enabled":
         return None
     turn: list[dict[str, Any]] = []
     for message in reversed(body["messages"]):
