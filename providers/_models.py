@@ -21,6 +21,7 @@ from ._client import WireClient
 from ._deltas import Delta
 from ._errors import ProviderError
 from ._optional import required
+from ._portable import FORMATS, portable
 
 
 class _Provider(NamedTuple):
@@ -130,7 +131,9 @@ class ModelRouter:
     (`ModelRequest.model`, from `LoopSpec.models`), asking for the model after its provider
     prefix (`"anthropic:claude-sonnet-4-5"` asks for `claude-sonnet-4-5`), or for the
     client's own when the name has no known prefix; a request naming no model, or one not in
-    `clients`, goes to `default` as it is.
+    `clients`, goes to `default` as it is. A history goes to a codec's `Client` carried over
+    by `portable` to its format (another format's blocks left out, as written there), since a
+    fallback may bring it from another provider.
 
         router = ModelRouter({"deepseek:deepseek-reasoner": chat, "anthropic:claude-sonnet-4-5":
                               claude})
@@ -170,10 +173,10 @@ class ModelRouter:
                 raise ProviderError(
                     "unknown_model", f"no client for the model {request.model!r}", retryable=False
                 )
-            return self.default, request
+            return self.default, _carried(request, self.default)
         prefix, _, name = request.model.partition(":")  # type: ignore[union-attr]
         asked = name or None if prefix in _PROVIDERS else None
-        return client, msgspec.structs.replace(request, model=asked)
+        return client, _carried(msgspec.structs.replace(request, model=asked), client)
 
     def complete(
         self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
@@ -195,6 +198,21 @@ class ModelRouter:
             request, **_streamed(client.acomplete, on_delta)
         )
         return reply
+
+
+def _carried(request: ModelRequest, client: Any) -> ModelRequest:
+    """`request` with its history `portable` to the format of `client` (a codec's `Client`),
+    which it may have come to from another's: the same request when nothing had to change."""
+    format = next(
+        (f for c in type(client).__mro__ if (f := c.__module__.rpartition(".")[2]) in FORMATS),
+        None,
+    )
+    if format is None:
+        return request
+    carried = portable(request.messages, format)
+    if all(a is b for a, b in zip(carried, request.messages, strict=True)):
+        return request
+    return msgspec.structs.replace(request, messages=carried)
 
 
 def _streamed(method: Callable[..., Any], on_delta: Any) -> dict[str, Any]:

@@ -10,7 +10,14 @@ import anthropic
 import openai
 import pytest
 from turnstile.core import InvalidSpec, ModelRequest, TurnstileError
-from turnstile.core.messages import ModelResponse, ModelStop, Text, UserMessage
+from turnstile.core.messages import (
+    AssistantMessage,
+    ModelResponse,
+    ModelStop,
+    Opaque,
+    Text,
+    UserMessage,
+)
 from turnstile.providers import (
     MissingAPIKey,
     MissingExtra,
@@ -199,3 +206,24 @@ def test_a_router_is_built_only_for_model_strings() -> None:
     assert type(router) is ModelRouter and router.default is default
     (client,) = router.clients.values()
     assert type(client) is anthropic_messages.Client and client.is_async and router.is_async
+
+
+def test_a_history_from_another_format_is_carried_over_to_the_client_s() -> None:
+    """A fallback to another provider sends the history by `portable`'s rules: another
+    format's blocks are left out, not refused."""
+    seen: list[ModelRequest] = []
+
+    class Claude(anthropic_messages.Client):
+        def complete(self, request: ModelRequest, **_: Any) -> ModelResponse:
+            seen.append(request)
+            return ModelResponse([Text("ok")], ModelStop.end_turn)
+
+    searched = Opaque("openai_responses", {"type": "web_search_call", "id": "ws_1"})
+    history = [UserMessage("q"), AssistantMessage([searched, Text("Shanghai.")]), UserMessage("ok")]
+    claude = Claude(anthropic.Anthropic(api_key="sk-ant-test-not-a-key"))
+    router = ModelRouter({"anthropic:claude-sonnet-4-5": claude})
+    router.complete(ModelRequest(None, history, (), 64, model="anthropic:claude-sonnet-4-5"))
+    assert seen[0].messages[1] == AssistantMessage([Text("Shanghai.")])
+    plain = ModelRequest(None, history[:1], (), 64, model="anthropic:claude-sonnet-4-5")
+    router.complete(plain)
+    assert seen[1].messages is plain.messages  # nothing to carry: the same history
