@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from turnstile.core import StopReason
 from turnstile.core.messages import (
     AssistantMessage,
@@ -21,8 +22,8 @@ from turnstile.core.messages import (
     UserMessage,
     text_of,
 )
-from turnstile.executors import sync
-from turnstile.executors.testing import replay
+from turnstile.executors import aio, sync
+from turnstile.executors.testing import replay, run_async
 from turnstile.providers import ModelRouter
 from turnstile.providers.anthropic_messages import decode
 from turnstile.providers.replay import (
@@ -176,19 +177,23 @@ def test_the_thinking_rule_checker_finds_a_foreign_turn_with_thinking_on() -> No
         assert thinking_rule_broken(body) is None
 
 
-def test_a_run_falls_back_from_deepseek_to_anthropic_after_a_tool_ran() -> None:
+@pytest.mark.parametrize("executor", ["sync", "trio"])
+def test_a_run_falls_back_from_deepseek_to_anthropic_after_a_tool_ran(executor: str) -> None:
     """DeepSeek reasons and calls tools, then fails past its retries; the run goes on on
     Anthropic, each request through the real SDK client equal to its recorded one, and every
     request valid: DeepSeek's carries its reasoning back, Anthropic's keep the thinking rule."""
     compat = load_trace(FIXTURES.parent / "compat" / "deepseek_fallback.stream.json")
     claude = load_trace(FIXTURES / "fallback_from_deepseek.json")
-    chat, chat_wire = client_and_transport(compat)
-    anthropic, anthropic_wire = client_and_transport(claude)
+    is_sync = executor == "sync"
+    chat, chat_wire = client_and_transport(compat, sync=is_sync)
+    anthropic, anthropic_wire = client_and_transport(claude, sync=is_sync)
     spec = msgspec.structs.replace(spec_for(compat), models=(DEEPSEEK, CLAUDE))
     router = ModelRouter({DEEPSEEK: chat, CLAUDE: anthropic})
-    run = sync.run(
-        spec, prompt_for(compat), model=router, tools=RecordedTools(compat), sleep=lambda _: None
-    )
+    prompt, tools = prompt_for(compat), RecordedTools(compat)
+    if is_sync:
+        run = sync.run(spec, prompt, model=router, tools=tools, sleep=lambda _: None)
+    else:
+        run = run_async(lambda: aio.run(spec, prompt, model=router, tools=tools), backend="trio")
     assert (run.stop_reason, chat_wire.remaining, anthropic_wire.remaining) == (
         StopReason.completed,
         [],
