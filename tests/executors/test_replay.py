@@ -60,6 +60,7 @@ FINISHES = {
     "anthropic/refusal.json": StopReason.refusal,
     "anthropic/strict_tool.json": StopReason.completed,
     "anthropic/thinking.json": StopReason.completed,
+    "anthropic/thinking_after_fallback.json": StopReason.completed,
     "anthropic/tool_error.json": StopReason.completed,
     "anthropic/trip.json": StopReason.completed,
     "clouds/azure_chat_weather.json": StopReason.completed,

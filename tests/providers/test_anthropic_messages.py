@@ -231,6 +231,7 @@ FINISHES = {
     "max_tokens_tool.stream.json": StopReason.completed,
     "refusal.json": StopReason.refusal,
     "thinking.json": StopReason.completed,
+    "thinking_after_fallback.json": StopReason.completed,
     "unknown_stop.json": StopReason.completed,
     "malformed_args.json": StopReason.completed,
     "overloaded.stream.json": StopReason.completed,

@@ -215,3 +215,18 @@ def test_a_run_falls_back_from_deepseek_to_anthropic_after_a_tool_ran(executor: 
         body: dict[str, Any] = exchange.request.body  # type: ignore[assignment]
         assert thinking_rule_broken(body) is None
         assert body["thinking"] == {"type": "disabled"}  # said in the request, not left out
+    # the user's next question is a new turn: Claude thinks again, DeepSeek's turn in history
+    after = load_trace(FIXTURES / "thinking_after_fallback.json")
+    claude_again, again_wire = client_and_transport(after)
+    spec = msgspec.structs.replace(spec, models=(CLAUDE,))
+    prompt = [*run.messages, UserMessage("那广州呢?")]
+    assert prompt == prompt_for(after)
+    run = sync.run(
+        spec, prompt, model=ModelRouter({CLAUDE: claude_again}), tools=RecordedTools(after)
+    )
+    assert (run.stop_reason, again_wire.remaining) == (StopReason.completed, [])
+    assert type(run.messages[5].content[0]) is Thinking  # type: ignore[union-attr]
+    for exchange in after.exchanges:
+        body = exchange.request.body  # type: ignore[assignment]
+        assert thinking_rule_broken(body) is None
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
