@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 from turnstile.core import InvalidSpec, ModelRequest, TurnstileError
-from turnstile.core.messages import ModelResponse
+from turnstile.core.messages import History, ModelResponse
 
 from ._client import WireClient
 from ._deltas import Delta
@@ -146,6 +146,7 @@ class ModelRouter:
     def __init__(self, clients: Mapping[str, Any], default: Any = None) -> None:
         self.clients = dict(clients)
         self.default = default
+        self._seen: dict[str, History] = {}  # per format, a history that needed no carrying
         every = [*self.clients.values(), *([] if default is None else [default])]
         self.is_async = any(getattr(c, "is_async", False) for c in every)
 
@@ -173,10 +174,28 @@ class ModelRouter:
                 raise ProviderError(
                     "unknown_model", f"no client for the model {request.model!r}", retryable=False
                 )
-            return self.default, _carried(request, self.default)
+            return self.default, self._carried(request, self.default)
         prefix, _, name = request.model.partition(":")  # type: ignore[union-attr]
         asked = name or None if prefix in _PROVIDERS else None
-        return client, _carried(msgspec.structs.replace(request, model=asked), client)
+        return client, self._carried(msgspec.structs.replace(request, model=asked), client)
+
+    def _carried(self, request: ModelRequest, client: Any) -> ModelRequest:
+        """`request` with its history `portable` to the format of `client` (a codec's
+        `Client`), which it may have come to from another's: the same request when nothing had
+        to change. A run's histories only grow, so only messages not yet seen are looked at."""
+        format = _format_of(client)
+        if format is None:
+            return request
+        messages, start = request.messages, 0
+        seen = self._seen.get(format)
+        if isinstance(messages, History) and seen is not None and messages.extends(seen):
+            start = len(seen)
+        fresh = messages[start:]
+        if all(a is b for a, b in zip(portable(fresh, format), fresh, strict=True)):
+            if isinstance(messages, History):
+                self._seen[format] = messages
+            return request
+        return msgspec.structs.replace(request, messages=portable(messages, format))
 
     def complete(
         self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
@@ -200,19 +219,12 @@ class ModelRouter:
         return reply
 
 
-def _carried(request: ModelRequest, client: Any) -> ModelRequest:
-    """`request` with its history `portable` to the format of `client` (a codec's `Client`),
-    which it may have come to from another's: the same request when nothing had to change."""
-    format = next(
-        (f for c in type(client).__mro__ if (f := c.__module__.rpartition(".")[2]) in FORMATS),
-        None,
-    )
-    if format is None:
-        return request
-    carried = portable(request.messages, format)
-    if all(a is b for a, b in zip(carried, request.messages, strict=True)):
-        return request
-    return msgspec.structs.replace(request, messages=carried)
+def _format_of(client: Any) -> str | None:
+    """The wire format of a codec's `Client` (its class's or a base's module), else None."""
+    for cls in type(client).__mro__:
+        if (name := cls.__module__.rpartition(".")[2]) in FORMATS:
+            return name
+    return None
 
 
 def _streamed(method: Callable[..., Any], on_delta: Any) -> dict[str, Any]:

@@ -106,7 +106,12 @@ def encode(
     if mark is not None and "tools" in body:
         body["tools"][-1] = {**body["tools"][-1], "cache_control": mark}
     body.update(options)
-    if body.get("thinking", {}).get("type") == "enabled" and _begun_unthinking(request.messages):
+    thinking = body.get("thinking")
+    if (
+        isinstance(thinking, dict)
+        and thinking.get("type") == "enabled"
+        and _begun_unthinking(request.messages)
+    ):
         body["thinking"] = {"type": "disabled"}
     if "tools" in body and request.tool_choice != "auto":
         body["tool_choice"] = _tool_choice(request.tool_choice, options.get("tool_choice"))

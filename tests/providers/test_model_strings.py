@@ -12,6 +12,7 @@ import pytest
 from turnstile.core import InvalidSpec, ModelRequest, TurnstileError
 from turnstile.core.messages import (
     AssistantMessage,
+    History,
     ModelResponse,
     ModelStop,
     Opaque,
@@ -227,3 +228,17 @@ def test_a_history_from_another_format_is_carried_over_to_the_client_s() -> None
     plain = ModelRequest(None, history[:1], (), 64, model="anthropic:claude-sonnet-4-5")
     router.complete(plain)
     assert seen[1].messages is plain.messages  # nothing to carry: the same history
+    # a run's views of its growing ledger: what was seen clean is not looked at again, what
+    # comes later is
+    ledger = [history[0], AssistantMessage([Text("Shanghai.")]), UserMessage("ok")]
+    for n in (1, 3):
+        request = ModelRequest(
+            None, History(ledger, n), (), 64, model="anthropic:claude-sonnet-4-5"
+        )
+        router.complete(request)
+        assert seen[-1].messages is request.messages
+    ledger += [AssistantMessage([searched, Text("Tomorrow too.")]), UserMessage("ok")]
+    router.complete(
+        ModelRequest(None, History(ledger), (), 64, model="anthropic:claude-sonnet-4-5")
+    )
+    assert seen[-1].messages[3] == AssistantMessage([Text("Tomorrow too.")])
