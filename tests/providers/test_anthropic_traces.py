@@ -219,7 +219,7 @@ def test_a_run_falls_back_from_deepseek_to_anthropic_after_a_tool_ran(executor: 
     after = load_trace(FIXTURES / "thinking_after_fallback.json")
     claude_again, again_wire = client_and_transport(after)
     spec = msgspec.structs.replace(spec, models=(CLAUDE,))
-    prompt = [*run.messages, UserMessage("那广州呢?")]
+    prompt = [*run.messages, UserMessage("再确认一下上海现在的天气。")]
     assert prompt == prompt_for(after)
     run = sync.run(
         spec, prompt, model=ModelRouter({CLAUDE: claude_again}), tools=RecordedTools(after)
