@@ -21,7 +21,7 @@ from turnstile.core import (
     ToolOutcome,
     ToolSpec,
 )
-from turnstile.providers import model_client
+from turnstile.providers import ModelRouter, model_client
 
 from ._effects import check_model
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
@@ -77,9 +77,13 @@ def unpacked(
 ) -> tuple[LoopSpec, Any, Tools]:
     """The spec, model and tools of a run given `spec` (or an agent) and the run's `model=` and
     `tools=`. A model string becomes its client, sync or async as `is_async` says (None leaves
-    it a name, as Temporal runs name their model). Raises `TypeError` for an agent given a
-    `model=` or `tools=` of the run's own, for no model at all, and for a client the executor
-    cannot call (`check_model`)."""
+    it a name, as Temporal runs name their model). Unless `model` is a client (which is then
+    asked for every model, as ever), model strings among the spec's `models` (its fallbacks,
+    `"anthropic:claude-sonnet-4-5"`) are asked through clients of their own
+    (`ModelRouter.for_models`), so a run may fall back to another provider; when all of them
+    are, `model` may be left out. Raises `TypeError` for an agent given a `model=` or `tools=`
+    of the run's own, for no model at all, and for a client the executor cannot call
+    (`check_model`)."""
     if isinstance(spec, Agent):
         again = [
             name for name, given in (("model", model is not None), ("tools", tools != ())) if given
@@ -91,15 +95,25 @@ def unpacked(
             )
         agent = spec
         spec, model, tools = agent.spec, agent.model, agent.tools
-    elif model is None:
+    elif model is None and not _routed(spec.models):
         raise TypeError(
             "the run needs a model: model= a client or a model string ('openai:gpt-4.1'), "
             "or an Agent in place of the spec"
         )
-    client = built(model, is_async)
+    if model is None:  # each of the spec's models has its client: Temporal names the first
+        client: Any = spec.models[0] if is_async is None else None
+    else:
+        client = built(model, is_async)
     if is_async is not None:
+        if model is None or isinstance(model, str):  # a client given is asked for every model
+            client = ModelRouter.for_models(spec.models, client, is_async=is_async)
         check_model(client, can_await=is_async)
     return spec, client, tools
+
+
+def _routed(models: tuple[str, ...]) -> bool:
+    """Every model of a run is a model string, with a client of its own."""
+    return bool(models) and len(ModelRouter.model_strings(models)) == len(models)
 
 
 def built(model: Model, is_async: bool | None) -> Model:

@@ -13,6 +13,7 @@ __all__ = [
     "Delta",
     "MissingAPIKey",
     "MissingExtra",
+    "ModelRouter",
     "ProviderError",
     "TextDelta",
     "ThinkingDelta",
@@ -31,6 +32,7 @@ from ._errors import DecodeError as DecodeError
 from ._errors import ProviderError as ProviderError
 from ._errors import UnsupportedContent as UnsupportedContent
 from ._models import MissingAPIKey as MissingAPIKey
+from ._models import ModelRouter as ModelRouter
 from ._models import model_client as model_client
 from ._optional import MissingExtra as MissingExtra
 from ._portable import portable as portable

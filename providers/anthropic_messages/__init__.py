@@ -3,15 +3,17 @@
 Pure: no I/O and no SDK objects, only the JSON that POST /v1/messages documents, so any transport
 (the SDK, a replay, a test) can carry it. `StreamAccumulator.result()` folds a stream into the body
 the non-streaming API would have sent and decodes that, so both paths give the same response.
+`decode_request` reads a request body back, for conversations recorded elsewhere.
 """
 
-__all__ = ["Client", "StreamAccumulator", "decode", "encode"]
+__all__ = ["Client", "StreamAccumulator", "decode", "decode_request", "encode"]
 
 from turnstile.providers._client import Wire as _Wire
 from turnstile.providers._client import WireClient as _WireClient
 
 from ._decode import decode
 from ._encode import encode
+from ._request import decode_request
 from ._stream import StreamAccumulator
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["encode"]
+__all__ = ["STRING_REPLY", "assistant_block", "encode", "tool_definition"]
 
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -33,6 +33,9 @@ from ._blocks import (
 )
 
 _ANY_OBJECT = {"type": "object"}
+STRING_REPLY = {"string": True}
+"""A reply's text part marked to go back as a message's whole content, a string (as a request
+read back by `decode_request` had it), when caching leaves text content alone."""
 
 
 def encode(
@@ -64,6 +67,13 @@ def encode(
     breakpoint and each request repeats the previous one's cached prefix byte for byte. An
     `Opaque` block sent with its own `cache_control` counts towards the API's 4.
 
+    Extended thinking (`thinking` of type "enabled") is sent `{"type": "disabled"}` while the
+    current assistant turn (since the last user message) began with a tool call and no signed
+    thinking, as a turn another model began does: the API keeps one thinking configuration per
+    turn (a tool-use loop is one turn) and refuses such a turn with thinking on; the next user
+    turn has it on again. Adaptive thinking is left as asked: under it Claude may open a turn
+    without thinking itself, so such a turn is one the API takes.
+
     A request without tools whose history holds tool calls (the loop's finalize request) declares
     the tools those calls named, with an open schema and `tool_choice: none`: the API has
     rejected tool_use/tool_result blocks in requests that define no tools ("Requests which
@@ -84,7 +94,7 @@ def encode(
         body["messages"] = folded(_fold, request.messages, cache)
     else:
         body["messages"] = _breakpoints(folded(_fold_blocks, request.messages, cache), mark)
-    tools = [_tool(spec) for spec in request.tools]
+    tools = [tool_definition(spec) for spec in request.tools]
     tools += [t.definition for t in request.server_tools if t.format == FORMAT]
     if tools:
         body["tools"] = tools
@@ -96,6 +106,13 @@ def encode(
     if mark is not None and "tools" in body:
         body["tools"][-1] = {**body["tools"][-1], "cache_control": mark}
     body.update(options)
+    thinking = body.get("thinking")
+    if (
+        isinstance(thinking, dict)
+        and thinking.get("type") == "enabled"
+        and _begun_unthinking(request.messages)
+    ):
+        body["thinking"] = {"type": "disabled"}
     if "tools" in body and request.tool_choice != "auto":
         body["tool_choice"] = _tool_choice(request.tool_choice, options.get("tool_choice"))
     if request.output is not None:
@@ -104,7 +121,7 @@ def encode(
     return body
 
 
-def _tool(spec: ToolSpec) -> dict[str, Any]:
+def tool_definition(spec: ToolSpec) -> dict[str, Any]:
     tool: dict[str, Any] = {"name": spec.name}
     if spec.description:
         tool["description"] = spec.description
@@ -175,6 +192,20 @@ def _marked(message: dict[str, Any], mark: dict[str, str]) -> dict[str, Any]:
     return message
 
 
+def _begun_unthinking(history: Sequence[Message]) -> bool:
+    """The current assistant turn's first reply calls a tool and opens with no thinking block."""
+    first: AssistantMessage | None = None
+    for message in reversed(history):
+        if type(message) is UserMessage:
+            break
+        if type(message) is AssistantMessage:
+            first = message
+    if first is None or not any(type(p) is ToolCall for p in first.content):
+        return False
+    opening = next((b for b in map(assistant_block, first.content) if b is not None), None)
+    return opening is None or opening["type"] not in ("thinking", "redacted_thinking")
+
+
 def _tools_called(history: Sequence[Message]) -> list[str]:
     names: dict[str, None] = {}
     for message in history:
@@ -192,8 +223,12 @@ def _fold(wire: list[dict[str, Any]], history: Iterable[Message], blocks: bool =
                 _append(wire, "user", _as_blocks(text) if blocks else text)
             case UserMessage(content=list() as shown):
                 _append(wire, "user", content_blocks(shown))
+            case AssistantMessage(content=[Text() as whole]) if (
+                not blocks and whole.provider_data == STRING_REPLY
+            ):
+                _append(wire, "assistant", whole.text)
             case AssistantMessage(content=parts):
-                said = [b for b in map(_block, parts) if b is not None]
+                said = [b for b in map(assistant_block, parts) if b is not None]
                 if said:
                     _append(wire, "assistant", said)
             case ToolResults(results=results):
@@ -223,7 +258,7 @@ def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
-def _block(part: Part) -> dict[str, Any] | None:
+def assistant_block(part: Part) -> dict[str, Any] | None:
     match part:
         case Text(text=text) if text.strip():
             citations = citations_of(part)

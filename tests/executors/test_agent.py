@@ -206,6 +206,22 @@ def test_temporal_refuses_an_agent_whose_model_cannot_travel_or_comes_twice(
     assert client.started == []
 
 
+def test_model_strings_in_the_spec_s_models_are_asked_through_clients_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fallback on another provider: each model string of `LoopSpec.models` gets its client
+    from the environment, so a run needs no `model=` when all of them are model strings."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-key")
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    spec = LoopSpec(models=("deepseek:deepseek-reasoner", "anthropic:claude-sonnet-4-5"))
+    with pytest.raises(MissingAPIKey, match="DEEPSEEK_API_KEY is not set"):
+        sync.run(spec, "hi")  # not "the run needs a model": the fallback's client is built
+    with pytest.raises(MissingAPIKey, match="DEEPSEEK_API_KEY is not set"):
+        sync.run(spec, "hi", model="anthropic:claude-sonnet-4-5")
+    with pytest.raises(TypeError, match="the run needs a model"):
+        sync.run(LoopSpec(models=("deepseek:deepseek-reasoner", "gpt-4.1")), "hi")
+
+
 # -- sub-agents (`as_tool`) -------------------------------------------------------------------
 
 

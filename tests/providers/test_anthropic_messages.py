@@ -231,6 +231,7 @@ FINISHES = {
     "max_tokens_tool.stream.json": StopReason.completed,
     "refusal.json": StopReason.refusal,
     "thinking.json": StopReason.completed,
+    "thinking_after_fallback.json": StopReason.completed,
     "unknown_stop.json": StopReason.completed,
     "malformed_args.json": StopReason.completed,
     "overloaded.stream.json": StopReason.completed,
@@ -244,6 +245,7 @@ FINISHES = {
     "output_tool.stream.json": StopReason.finish_tool,
     "prefill.json": StopReason.completed,
     "fallback.json": StopReason.completed,
+    "fallback_from_deepseek.json": StopReason.completed,
     "trip.json": StopReason.completed,
 }
 
@@ -1432,3 +1434,46 @@ def test_threads_encoding_views_of_one_history_each_get_its_body() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert wrong == []
+
+
+# -- thinking across a fallback ----------------------------------------------------------------
+
+THINKING_ON = {"type": "enabled", "budget_tokens": 1024}
+FOREIGN_CALL = AssistantMessage(
+    [Thinking("两个城市都要查"), ToolCall("call_00_Fd8s", "get_weather", {"city": "北京"})]
+)
+ANSWERED = ToolResults([ToolResult("call_00_Fd8s", "26°C")])
+
+
+def test_a_turn_begun_without_signed_thinking_goes_on_with_thinking_off() -> None:
+    """A tool-use loop is one assistant turn with one thinking configuration (Anthropic's
+    thinking docs): a turn another model began has no signed thinking, so it goes on with
+    thinking off, said in the body, until a user turn starts the next."""
+    body = encode(
+        request(UserMessage("q"), FOREIGN_CALL, ANSWERED), model="m", thinking=THINKING_ON
+    )
+    assert body["thinking"] == {"type": "disabled"}
+    assert body["messages"][1]["content"][0]["type"] == "tool_use"
+    later = request(UserMessage("q"), FOREIGN_CALL, ANSWERED, AssistantMessage([Text("26")]))
+    body = encode(replace_messages(later, UserMessage("and now?")), model="m", thinking=THINKING_ON)
+    assert body["thinking"] == THINKING_ON  # a new turn: the client's thinking again
+
+
+def test_adaptive_thinking_is_left_as_asked_since_claude_itself_may_open_a_turn_without_it() -> (
+    None
+):
+    adaptive = {"type": "adaptive"}
+    body = encode(request(UserMessage("q"), FOREIGN_CALL, ANSWERED), model="m", thinking=adaptive)
+    assert body["thinking"] == adaptive
+
+
+def test_a_turn_begun_with_signed_thinking_keeps_thinking_on() -> None:
+    signed = AssistantMessage([Thinking("hm", signature="sig"), *FOREIGN_CALL.content[1:]])
+    body = encode(request(UserMessage("q"), signed, ANSWERED), model="m", thinking=THINKING_ON)
+    assert body["thinking"] == THINKING_ON
+    off = encode(request(UserMessage("q"), FOREIGN_CALL, ANSWERED), model="m")
+    assert "thinking" not in off  # thinking never asked for is not written
+
+
+def replace_messages(req: ModelRequest, *more: CoreMessage) -> ModelRequest:
+    return msgspec.structs.replace(req, messages=[*req.messages, *more])

@@ -1,6 +1,6 @@
 """The media, answer and pause Anthropic traces replayed through the real SDK client: the chart
 conversation's images and document round-trip, a wrong answer is corrected, a paused turn goes
-on."""
+on; and a run that falls back to Anthropic from an OpenAI-compatible server after a tool ran."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import base64
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import pytest
 from turnstile.core import StopReason
 from turnstile.core.messages import (
     AssistantMessage,
@@ -15,12 +17,22 @@ from turnstile.core.messages import (
     Image,
     Opaque,
     Text,
+    Thinking,
     ToolResults,
     UserMessage,
+    text_of,
 )
-from turnstile.executors.testing import replay
+from turnstile.executors import aio, sync
+from turnstile.executors.testing import replay, run_async
+from turnstile.providers import ModelRouter
 from turnstile.providers.anthropic_messages import decode
-from turnstile.providers.replay import load_trace
+from turnstile.providers.replay import (
+    RecordedTools,
+    client_and_transport,
+    load_trace,
+    prompt_for,
+    spec_for,
+)
 
 from tests.providers.anthropic_types import Weather
 
@@ -122,3 +134,99 @@ def test_a_prefill_is_continued() -> None:
         "role": "assistant",
         "content": [{"type": "text", "text": '{"warmer": "'}],
     }
+
+
+# -- a fallback from an OpenAI-compatible server to Anthropic after a tool ran ------------------
+
+DEEPSEEK = "deepseek:deepseek-reasoner"
+CLAUDE = "anthropic:claude-sonnet-4-5"
+
+
+def thinking_rule_broken(body: dict[str, Any]) -> str | None:
+    """What breaks the thinking rule of Anthropic's docs in `body`, or None: with extended
+    thinking on, the assistant turn under way (every message since the last user message that
+    is not all tool results) opens with a thinking or redacted_thinking block when it calls
+    tools, since a tool-use loop is one turn with one thinking configuration."""
+    if body.get("thinking", {}).get("type") != "enabled":
+        return None
+    turn: list[dict[str, Any]] = []
+    for message in reversed(body["messages"]):
+        content = message["content"]
+        blocks = [{"type": "text"}] if isinstance(content, str) else content
+        if message["role"] == "user" and any(b["type"] != "tool_result" for b in blocks):
+            break
+        turn.insert(0, message)
+    replies = [m for m in turn if m["role"] == "assistant"]
+    if not replies or not any(b["type"] == "tool_use" for b in replies[0]["content"]):
+        return None
+    opening = replies[0]["content"][0]["type"]
+    if opening not in ("thinking", "redacted_thinking"):
+        return f"Expected `thinking` or `redacted_thinking`, but found `{opening}`"
+    return None
+
+
+def test_the_thinking_rule_checker_finds_a_foreign_turn_with_thinking_on() -> None:
+    (body,) = bodies("fallback_from_deepseek.json")
+    assert thinking_rule_broken(body) is None
+    on = {**body, "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    assert (
+        thinking_rule_broken(on) == "Expected `thinking` or `redacted_thinking`, but found "
+        "`tool_use`"
+    )
+    for body in bodies("thinking.json"):
+        assert thinking_rule_broken(body) is None
+
+
+@pytest.mark.parametrize("executor", ["sync", "trio"])
+def test_a_run_falls_back_from_deepseek_to_anthropic_after_a_tool_ran(executor: str) -> None:
+    """DeepSeek reasons and calls tools, then fails past its retries; the run goes on on
+    Anthropic, each request through the real SDK client equal to its recorded one, and every
+    request valid: DeepSeek's carries its reasoning back, Anthropic's keep the thinking rule."""
+    compat = load_trace(FIXTURES.parent / "compat" / "deepseek_fallback.stream.json")
+    claude = load_trace(FIXTURES / "fallback_from_deepseek.json")
+    is_sync = executor == "sync"
+    chat, chat_wire = client_and_transport(compat, sync=is_sync)
+    anthropic, anthropic_wire = client_and_transport(claude, sync=is_sync)
+    spec = msgspec.structs.replace(spec_for(compat), models=(DEEPSEEK, CLAUDE))
+    router = ModelRouter({DEEPSEEK: chat, CLAUDE: anthropic})
+    prompt, tools = prompt_for(compat), RecordedTools(compat)
+    if is_sync:
+        run = sync.run(spec, prompt, model=router, tools=tools, sleep=lambda _: None)
+    else:
+        run = run_async(lambda: aio.run(spec, prompt, model=router, tools=tools), backend="trio")
+    assert (run.stop_reason, chat_wire.remaining, anthropic_wire.remaining) == (
+        StopReason.completed,
+        [],
+        [],
+    )  # every recorded request asked for, each equal to what was sent
+    assert run.output == text_of(decode(claude.exchanges[0].response.body).content)
+    assert [type(e).__name__ for e in run.state.events if type(e).__name__.startswith("Model")] == [
+        "ModelReplied",
+        "ModelFailed",
+        "ModelFailed",
+        "ModelReplied",
+    ]
+    reasoned = run.messages[1]
+    assert type(reasoned) is AssistantMessage and type(reasoned.content[0]) is Thinking
+    for exchange in compat.exchanges[1:]:  # the turn's reasoning goes back to DeepSeek
+        (sent,) = [m for m in exchange.request.body["messages"] if m["role"] == "assistant"]  # type: ignore[index]
+        assert sent["reasoning_content"] == reasoned.content[0].text
+    for exchange in claude.exchanges:
+        body: dict[str, Any] = exchange.request.body  # type: ignore[assignment]
+        assert thinking_rule_broken(body) is None
+        assert body["thinking"] == {"type": "disabled"}  # said in the request, not left out
+    # the user's next question is a new turn: Claude thinks again, DeepSeek's turn in history
+    after = load_trace(FIXTURES / "thinking_after_fallback.json")
+    claude_again, again_wire = client_and_transport(after)
+    spec = msgspec.structs.replace(spec, models=(CLAUDE,))
+    prompt = [*run.messages, UserMessage("再确认一下上海现在的天气。")]
+    assert prompt == prompt_for(after)
+    run = sync.run(
+        spec, prompt, model=ModelRouter({CLAUDE: claude_again}), tools=RecordedTools(after)
+    )
+    assert (run.stop_reason, again_wire.remaining) == (StopReason.completed, [])
+    assert type(run.messages[5].content[0]) is Thinking  # type: ignore[union-attr]
+    for exchange in after.exchanges:
+        body = exchange.request.body  # type: ignore[assignment]
+        assert thinking_rule_broken(body) is None
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}

@@ -4,14 +4,26 @@ the environment, and says in one line what is missing when it cannot."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import anthropic
 import openai
 import pytest
-from turnstile.core import InvalidSpec, TurnstileError
+from turnstile.core import InvalidSpec, ModelRequest, TurnstileError
+from turnstile.core.messages import (
+    AssistantMessage,
+    History,
+    ModelResponse,
+    ModelStop,
+    Opaque,
+    Text,
+    UserMessage,
+)
 from turnstile.providers import (
     MissingAPIKey,
     MissingExtra,
+    ModelRouter,
+    ProviderError,
     anthropic_messages,
     model_client,
     openai_chat,
@@ -149,3 +161,84 @@ def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         "the model openai-responses:gpt-4.1 needs the openai package: "
         "pip install 'turnstile[openai]'"
     )
+
+
+class Asked:
+    """A model client that keeps the model each request asked for."""
+
+    def __init__(self) -> None:
+        self.models: list[str | None] = []
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.models.append(request.model)
+        return ModelResponse([Text("ok")], ModelStop.end_turn)
+
+
+def ask(client: Any, model: str | None) -> None:
+    client.complete(ModelRequest(None, [UserMessage("q")], (), 64, model=model))
+
+
+def test_a_router_sends_each_request_to_the_client_of_its_model() -> None:
+    deepseek, claude, default = Asked(), Asked(), Asked()
+    router = ModelRouter(
+        {"deepseek:deepseek-reasoner": deepseek, "anthropic:claude-sonnet-4-5": claude,
+         "fast": default},
+        default,
+    )  # fmt: skip
+    for model in ("deepseek:deepseek-reasoner", "anthropic:claude-sonnet-4-5", "fast", "x", None):
+        ask(router, model)
+    assert deepseek.models == ["deepseek-reasoner"]  # the name after the provider's prefix
+    assert claude.models == ["claude-sonnet-4-5"]
+    assert default.models == [None, "x", None]  # no prefix: the client's own; else as asked
+    lone = ModelRouter({"anthropic:claude-sonnet-4-5": claude})
+    with pytest.raises(ProviderError, match="no client for the model 'x'") as failed:
+        ask(lone, "x")
+    assert not failed.value.retryable
+
+
+def test_a_router_is_built_only_for_model_strings() -> None:
+    default = Asked()
+    assert ModelRouter.for_models(("claude-opus-4-1", "qwen3:8b"), default, is_async=False) is (
+        default
+    )
+    router = ModelRouter.for_models(
+        ("claude-opus-4-1", "anthropic:claude-sonnet-4-5"), default, is_async=True
+    )
+    assert type(router) is ModelRouter and router.default is default
+    (client,) = router.clients.values()
+    assert type(client) is anthropic_messages.Client and client.is_async and router.is_async
+
+
+def test_a_history_from_another_format_is_carried_over_to_the_client_s() -> None:
+    """A fallback to another provider sends the history by `portable`'s rules: another
+    format's blocks are left out, not refused."""
+    seen: list[ModelRequest] = []
+
+    class Claude(anthropic_messages.Client):
+        def complete(self, request: ModelRequest, **_: Any) -> ModelResponse:
+            seen.append(request)
+            return ModelResponse([Text("ok")], ModelStop.end_turn)
+
+    searched = Opaque("openai_responses", {"type": "web_search_call", "id": "ws_1"})
+    history = [UserMessage("q"), AssistantMessage([searched, Text("Shanghai.")]), UserMessage("ok")]
+    claude = Claude(anthropic.Anthropic(api_key="sk-ant-test-not-a-key"))
+    router = ModelRouter({"anthropic:claude-sonnet-4-5": claude})
+    router.complete(ModelRequest(None, history, (), 64, model="anthropic:claude-sonnet-4-5"))
+    assert seen[0].messages[1] == AssistantMessage([Text("Shanghai.")])
+    plain = ModelRequest(None, history[:1], (), 64, model="anthropic:claude-sonnet-4-5")
+    router.complete(plain)
+    assert seen[1].messages is plain.messages  # nothing to carry: the same history
+    # a run's views of its growing ledger: what was seen clean is not looked at again, what
+    # comes later is
+    ledger = [history[0], AssistantMessage([Text("Shanghai.")]), UserMessage("ok")]
+    for n in (1, 3):
+        request = ModelRequest(
+            None, History(ledger, n), (), 64, model="anthropic:claude-sonnet-4-5"
+        )
+        router.complete(request)
+        assert seen[-1].messages is request.messages
+    ledger += [AssistantMessage([searched, Text("Tomorrow too.")]), UserMessage("ok")]
+    router.complete(
+        ModelRequest(None, History(ledger), (), 64, model="anthropic:claude-sonnet-4-5")
+    )
+    assert seen[-1].messages[3] == AssistantMessage([Text("Tomorrow too.")])
