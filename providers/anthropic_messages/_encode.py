@@ -23,6 +23,7 @@ from turnstile.core.messages import (
 from turnstile.core.request import CachePolicy, ToolChoice, UseTool
 from turnstile.providers._cache import WireCache, folded
 from turnstile.providers._errors import UnsupportedContent
+from turnstile.providers._server_tools import placed
 
 from ._blocks import (
     FORMAT,
@@ -94,8 +95,7 @@ def encode(
         body["messages"] = folded(_fold, request.messages, cache)
     else:
         body["messages"] = _breakpoints(folded(_fold_blocks, request.messages, cache), mark)
-    tools = [tool_definition(spec) for spec in request.tools]
-    tools += [t.definition for t in request.server_tools if t.format == FORMAT]
+    tools = placed([tool_definition(spec) for spec in request.tools], request.server_tools, FORMAT)
     if tools:
         body["tools"] = tools
     else:
@@ -128,6 +128,8 @@ def tool_definition(spec: ToolSpec) -> dict[str, Any]:
     tool["input_schema"] = spec.parameters
     if spec.strict is not None:
         tool["strict"] = spec.strict
+    if spec.defer_loading:
+        tool["defer_loading"] = True
     return tool
 
 

@@ -41,11 +41,11 @@ def decode_request(body: dict[str, Any]) -> tuple[ModelRequest, dict[str, Any]]:
     Each block becomes its neutral part where encoding that part gives the block again, and an
     `Opaque` of it otherwise (a `cache_control` mark, whitespace-only text in a reply, a tool
     search's `tool_reference`, a block type newer than the codec): it goes back verbatim, in
-    place. Function tools become `ToolSpec`s up to the first tool that is not one (a server
-    tool, a tool with `defer_loading` or a mark); that one and every tool after it are
-    `ServerTool`s, kept verbatim, so the tools go back in the order they came. A request with
-    no tools keeps its history's tool calls and results verbatim too, so it gains none on the
-    way back. A system prompt given as blocks, and every other field (`tool_choice`,
+    place. Function tools (deferred ones too: `ToolSpec.defer_loading`) become `ToolSpec`s, so
+    the loop can run their calls; every other tool (a server tool, a tool with a mark) is a
+    `ServerTool` kept verbatim at its `position`, so the tools go back in the order they came. A
+    request with no tools keeps its history's tool calls and results verbatim too, so it gains
+    none on the way back. A system prompt given as blocks, and every other field (`tool_choice`,
     `thinking`, `stream`, ...), is an option, verbatim. Breakpoints (`cache_control`) exactly
     where `encode` puts them read as caching on (`request.cache`), and the blocks they mark as
     the parts they would be without them.
@@ -117,14 +117,18 @@ def _unmarked(body: dict[str, Any]) -> dict[str, Any]:
 
 def _tools(body: dict[str, Any]) -> tuple[tuple[ToolSpec, ...], list[ServerTool]]:
     specs: list[ToolSpec] = []
-    kept_: list[ServerTool] = []
+    kept_: list[tuple[int, dict[str, Any]]] = []
     for i, tool in enumerate(body.get("tools", ())):
-        spec = None if kept_ else _spec(expect(tool, dict, f"tools[{i}]"))
+        spec = _spec(expect(tool, dict, f"tools[{i}]"))
         if spec is None:
-            kept_.append(ServerTool(FORMAT, kept(tool, f"tools[{i}]")))
+            kept_.append((i, kept(tool, f"tools[{i}]")))
         else:
             specs.append(spec)
-    return tuple(specs), kept_
+    # a kept tool with only kept tools after it goes back after the function tools, unplaced
+    count, indexes = len(body.get("tools", ())), {i for i, _ in kept_}
+    placed_ = [ServerTool(FORMAT, tool, position=None if indexes >= set(range(i, count)) else i)
+               for i, tool in kept_]  # fmt: skip
+    return tuple(specs), placed_
 
 
 def _spec(tool: dict[str, Any]) -> ToolSpec | None:
@@ -135,6 +139,7 @@ def _spec(tool: dict[str, Any]) -> ToolSpec | None:
             tool.get("description", ""),
             tool["input_schema"],
             strict=tool.get("strict"),
+            defer_loading=tool.get("defer_loading") is True,
         )
     except (KeyError, TypeError, ValueError):
         return None

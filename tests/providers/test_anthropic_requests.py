@@ -107,8 +107,12 @@ def test_deferred_tools_and_a_tool_search_go_back_as_they_came(
             },
         ],
     )
-    request = round_trip(sent)
-    assert request.tools == () and [t.definition for t in request.server_tools] == [tool, *DEFERRED]
+    request = round_trip(sent)  # the deferred tools are the loop's own, so it runs their calls
+    assert [(t.name, t.defer_loading) for t in request.tools] == [
+        ("get_weather", True),
+        ("search_files", True),
+    ]
+    assert request.server_tools == (ServerTool(FORMAT, tool, position=0),)
     _, reply, results = request.messages
     assert [type(p).__name__ for p in reply.content] == ["Text", "Opaque", "Opaque", "ToolCall"]
     assert reply.content[3] == ToolCall("toolu_01XYZ", "get_weather", {"city": "上海"})
@@ -142,7 +146,8 @@ def test_a_client_side_tool_search_result_keeps_its_tool_references() -> None:
         ],
     )
     request = round_trip(sent)
-    assert request.tools == (ToolSpec("find_tools", parameters={"type": "object"}),)
+    assert request.tools[0] == ToolSpec("find_tools", parameters={"type": "object"})
+    assert [t.defer_loading for t in request.tools] == [False, True, True]
     assert request.messages[2] == ToolResults(
         [ToolResult("toolu_01S", [Opaque(FORMAT, reference)])]
     )
@@ -181,7 +186,8 @@ def test_server_tools_before_function_tools_stay_in_their_place() -> None:
     search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
     sent = body(tools=[search, WEATHER], messages=[{"role": "user", "content": "Weather?"}])
     request = round_trip(sent)
-    assert [t.definition for t in request.server_tools] == [search, WEATHER]
+    assert request.tools == (ToolSpec("get_weather", "Current weather", WEATHER_SCHEMA),)
+    assert request.server_tools == (ServerTool(FORMAT, search, position=0),)
     after = body(tools=[WEATHER, search], messages=[{"role": "user", "content": "Weather?"}])
     request = round_trip(after)  # in the usual order: the function tool is a ToolSpec
     assert request.tools == (ToolSpec("get_weather", "Current weather", WEATHER_SCHEMA),)
