@@ -1,6 +1,7 @@
 """turnstile.core: the agent loop as a pure, serializable state machine.
 
-Here: the loop (`Loop`, `LoopSpec`, `LoopState`, `Guards`), tools (`@tool`), the commands it
+Here: the loop (`Loop`, `LoopSpec`, `LoopState`, `Guards`), tools (`@tool`), guardrails
+(`@guardrail`), the commands it
 gives, the observations it takes, and its errors. The rest is in public submodules:
 `turnstile.core.messages` (messages, parts, a model's reply, history checks),
 `turnstile.core.request` (a model request's options), `turnstile.core.conditions` (stop
@@ -13,12 +14,17 @@ __all__ = [
     "AwaitApproval",
     "CallModel",
     "Cancelled",
+    "CheckGuardrail",
     "Command",
     "Compaction",
     "CorruptState",
     "Denied",
     "Event",
+    "FinalAnswer",
     "Finish",
+    "Guardrail",
+    "GuardrailChecked",
+    "GuardrailFunction",
     "Guards",
     "InvalidHistory",
     "InvalidObservation",
@@ -45,6 +51,7 @@ __all__ = [
     "ToolSpec",
     "ToolStarted",
     "TurnstileError",
+    "guardrail",
     "tool",
 ]
 
@@ -57,7 +64,9 @@ from . import request as request
 from . import state as state
 from ._commands import AwaitApproval as AwaitApproval
 from ._commands import CallModel as CallModel
+from ._commands import CheckGuardrail as CheckGuardrail
 from ._commands import Command as Command
+from ._commands import FinalAnswer as FinalAnswer
 from ._commands import Finish as Finish
 from ._commands import ModelRequest as ModelRequest
 from ._commands import RunTool as RunTool
@@ -71,12 +80,16 @@ from ._errors import InvalidSpec as InvalidSpec
 from ._errors import ModelError as ModelError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import TurnstileError as TurnstileError
+from ._guardrails import Guardrail as Guardrail
+from ._guardrails import GuardrailFunction as GuardrailFunction
+from ._guardrails import guardrail as guardrail
 from ._guards import Guards as Guards
 from ._loop import Loop as Loop
 from ._observations import Approved as Approved
 from ._observations import Cancelled as Cancelled
 from ._observations import Denied as Denied
 from ._observations import Event as Event
+from ._observations import GuardrailChecked as GuardrailChecked
 from ._observations import ModelFailed as ModelFailed
 from ._observations import ModelReplied as ModelReplied
 from ._observations import Observation as Observation

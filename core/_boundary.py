@@ -42,6 +42,7 @@ from ._observations import (
     Approved,
     Cancelled,
     Denied,
+    GuardrailChecked,
     ModelFailed,
     ModelReplied,
     Observation,
@@ -65,6 +66,7 @@ _DECODERS: dict[type, Callable[[bytes], Observation]] = {
         Resumed,
         Approved,
         Denied,
+        GuardrailChecked,
         Tick,
         Cancelled,
     )
