@@ -64,6 +64,8 @@ class Guarding:
         finals = self._guardrails["final"]
         if not finals and not self.state.checks:
             return finish(reason, answer)
+        if self._late:  # no time left to check it: it is not given unchecked
+            return self._stop(StopReason.deadline, DEADLINE)
         at = f"model-{self.state.model_calls}"
         checks = [PendingCheck(f"{at}/final/{g.name}", g.name, "final") for g in finals]
         return (CHECK, (checks, (reason, answer)))
@@ -78,6 +80,8 @@ class Guarding:
             why = f"the guardrail {check.name} tripped: {obs.message or 'no reason given'}"
             answer = {"guardrail": check.name, "on": check.on, "message": obs.message}
             return finish(StopReason.guardrail, answer, why)
+        if self._late:
+            return self._stop(StopReason.deadline, DEADLINE)
         if st.checks or st.phase is not CHECKING:
             return WAITING
         if st.held is not UNSET:

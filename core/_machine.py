@@ -104,14 +104,14 @@ TABLE: dict[Phase, dict[type[Observation], dict[Decision, Phase]]] = {
         ModelFailed: {ASK: MODEL, **_OUT},
         Tick: {WAIT: MODEL, **_OUT},
         Resumed: {WAIT: MODEL, **_OUT},
-        GuardrailChecked: {WAIT: MODEL, FINISH: DONE},  # the run's input, checked meanwhile
+        GuardrailChecked: {WAIT: MODEL, **_OUT},  # the run's input, checked meanwhile
         Cancelled: {FINISH: DONE},
     },
     TOOLS: {
         ToolStarted: {WAIT: TOOLS},
         ToolReturned: {RUN: TOOLS, APPROVE: APPROVAL, CHECK: CHECKING, **_TURN, **_OUT},
         Approved: {RUN: TOOLS, **_OUT},
-        Denied: {RUN: TOOLS, CHECK: CHECKING, **_OUT},
+        Denied: {RUN: TOOLS, **_OUT},
         Tick: {WAIT: TOOLS, **_OUT},
         Resumed: {RUN: TOOLS, APPROVE: APPROVAL, CHECK: CHECKING, **_TURN, **_OUT},
         Cancelled: {FINISH: DONE},
@@ -128,7 +128,7 @@ TABLE: dict[Phase, dict[type[Observation], dict[Decision, Phase]]] = {
         ModelFailed: {COMPACT: COMPACTING, **_OUT},
         Tick: {WAIT: COMPACTING, **_OUT},
         Resumed: {WAIT: COMPACTING, **_OUT},
-        GuardrailChecked: {WAIT: COMPACTING, FINISH: DONE},
+        GuardrailChecked: {WAIT: COMPACTING, **_OUT},
         Cancelled: {FINISH: DONE},
     },
     FINALIZING: {
@@ -140,8 +140,8 @@ TABLE: dict[Phase, dict[type[Observation], dict[Decision, Phase]]] = {
     },
     CHECKING: {  # a reply's round or answer held until its guardrails answer: none runs before
         GuardrailChecked: {WAIT: CHECKING, RUN: TOOLS, APPROVE: APPROVAL, **_OUT},
-        Tick: {WAIT: CHECKING, **_OUT},
-        Resumed: {WAIT: CHECKING, **_OUT},
+        Tick: {WAIT: CHECKING, FINISH: DONE},  # (checks still out: no last call, no answer)
+        Resumed: {WAIT: CHECKING, FINISH: DONE},
         Cancelled: {FINISH: DONE},
     },
     DONE: {  # a new run on the same conversation

@@ -146,15 +146,15 @@ class Step(Guarding):
         st = self.state
         if st.phase is DONE:
             return [Finish(st.stop_reason, typed(self.output, st.stop_reason, st.output))]
-        commands: list[Command] = [
-            CheckGuardrail(c.id, c.name, c.on, self._subject(c)) for c in st.checks or ()
-        ]
+        commands: list[Command] = []
         if st.pending_model is not None:
             commands.append(CallModel(st.pending_model, self.request(), st.retry_at))
+        for c in st.checks or ():
+            commands.append(CheckGuardrail(c.id, c.name, c.on, self._subject(c)))
         for p in st.round:
             if p.status in BUSY:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
-            elif p.status is _APPROVAL:
+            elif p.status is _APPROVAL and st.phase is not CHECKING:  # (held: not asked yet)
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
         return commands
 
@@ -300,7 +300,7 @@ class Step(Guarding):
         """Start what may run now (`schedule`); then wait for it, or for a human, or go on."""
         if self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
-        if self.state.checks:  # held for its guardrails
+        if self.state.phase is CHECKING and self.state.checks:  # held for its guardrails
             return _WAITING
         round_ = self.state.round
         if len(round_) == 1 and round_[0].status is _QUEUED:  # (`schedule`: a lone call starts)
@@ -451,7 +451,7 @@ class Step(Guarding):
                 self._opening = False
                 st.checks = inputs = self._inputs(command_id)
                 asked = [CheckGuardrail(c.id, c.name, c.on, self._subject(c)) for c in inputs]
-                return [*asked, CallModel(command_id, request, not_before)]
+                return [CallModel(command_id, request, not_before), *asked]
             return [CallModel(command_id, request, not_before)]
         if decision is FINISH:
             reason, output, why, refused = args
