@@ -114,8 +114,8 @@ def specs(
     draw: st.DrawFn, *, guards: Guards | None = None, stop_when: tuple[Any, ...] | None = None
 ) -> LoopSpec:
     """2–4 tools with random scheduling flags; random guards (some off) and stop conditions
-    unless given (and then, sometimes, guardrails); sometimes fallback models (priced, maybe with a cost budget) and compaction
-    (in a window that fills in a few turns)."""
+    unless given (and then, sometimes, guardrails); sometimes fallback models (priced, maybe
+    with a cost budget) and compaction (in a window that fills in a few turns)."""
     tools = tuple(
         ToolSpec(
             f"t{i}",
