@@ -1,12 +1,11 @@
 """turnstile.core: the agent loop as a pure, serializable state machine.
 
-Here: the loop (`Loop`, `LoopSpec`, `LoopState`, `Guards`), tools (`@tool`), guardrails
-(`@guardrail`), the commands it
+Here: the loop (`Loop`, `LoopSpec`, `LoopState`, `Guards`), tools (`@tool`), the commands it
 gives, the observations it takes, and its errors. The rest is in public submodules:
 `turnstile.core.messages` (messages, parts, a model's reply, history checks),
 `turnstile.core.request` (a model request's options), `turnstile.core.conditions` (stop
-conditions), `turnstile.core.state` (a state's parts) and `turnstile.core.diagram` (the phase
-table drawn).
+conditions), `turnstile.core.guardrails` (`Guardrail`, `@guardrail`), `turnstile.core.state`
+(a state's parts) and `turnstile.core.diagram` (the phase table drawn).
 """
 
 __all__ = [
@@ -20,11 +19,8 @@ __all__ = [
     "CorruptState",
     "Denied",
     "Event",
-    "FinalAnswer",
     "Finish",
-    "Guardrail",
     "GuardrailChecked",
-    "GuardrailFunction",
     "Guards",
     "InvalidHistory",
     "InvalidObservation",
@@ -51,7 +47,6 @@ __all__ = [
     "ToolSpec",
     "ToolStarted",
     "TurnstileError",
-    "guardrail",
     "tool",
 ]
 
@@ -59,6 +54,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import conditions as conditions
 from . import diagram as diagram
+from . import guardrails as guardrails
 from . import messages as messages
 from . import request as request
 from . import state as state
@@ -66,7 +62,6 @@ from ._commands import AwaitApproval as AwaitApproval
 from ._commands import CallModel as CallModel
 from ._commands import CheckGuardrail as CheckGuardrail
 from ._commands import Command as Command
-from ._commands import FinalAnswer as FinalAnswer
 from ._commands import Finish as Finish
 from ._commands import ModelRequest as ModelRequest
 from ._commands import RunTool as RunTool
@@ -80,9 +75,6 @@ from ._errors import InvalidSpec as InvalidSpec
 from ._errors import ModelError as ModelError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import TurnstileError as TurnstileError
-from ._guardrails import Guardrail as Guardrail
-from ._guardrails import GuardrailFunction as GuardrailFunction
-from ._guardrails import guardrail as guardrail
 from ._guards import Guards as Guards
 from ._loop import Loop as Loop
 from ._observations import Approved as Approved

@@ -9,7 +9,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
-from turnstile.core import GuardrailFunction, LoopSpec, Tool
+from turnstile.core import LoopSpec, Tool
+from turnstile.core.guardrails import GuardrailFunction
 from turnstile.providers import model_client
 
 from ._effects import check_model

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
-from turnstile.core import CheckGuardrail, Guardrail, GuardrailChecked, GuardrailFunction, LoopSpec
+from turnstile.core import CheckGuardrail, GuardrailChecked, LoopSpec
+from turnstile.core.guardrails import Guardrail, GuardrailFunction
 
 
 class Guardrails:

@@ -25,12 +25,12 @@ from typing import Any
 from turnstile.core import (
     Command,
     Event,
-    GuardrailFunction,
     Loop,
     LoopSpec,
     Observation,
     Tool,
 )
+from turnstile.core.guardrails import GuardrailFunction
 from turnstile.core.messages import Message
 
 try:

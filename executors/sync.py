@@ -14,13 +14,13 @@ from turnstile.core import (
     CheckGuardrail,
     Command,
     Event,
-    GuardrailFunction,
     Loop,
     LoopSpec,
     Observation,
     RunTool,
     Tool,
 )
+from turnstile.core.guardrails import GuardrailFunction
 from turnstile.core.messages import Message
 
 from ._agent import Agent, agent_guardrails, unpacked

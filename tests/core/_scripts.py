@@ -24,7 +24,6 @@ from turnstile.core import (
     Compaction,
     Denied,
     Finish,
-    Guardrail,
     GuardrailChecked,
     Guards,
     InvalidHistory,
@@ -44,6 +43,7 @@ from turnstile.core import (
     ToolStarted,
 )
 from turnstile.core.conditions import HasToolCall, TextContains, TurnCountIs
+from turnstile.core.guardrails import Guardrail
 from turnstile.core.messages import (
     AssistantMessage,
     ModelResponse,

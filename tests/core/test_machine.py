@@ -13,7 +13,6 @@ from turnstile.core import (
     Cancelled,
     Compaction,
     Denied,
-    Guardrail,
     GuardrailChecked,
     Guards,
     Loop,
@@ -31,6 +30,7 @@ from turnstile.core import (
 from turnstile.core._machine import ACCEPTS, MACHINE, NEXT, PHASES, TABLE, trigger
 from turnstile.core.conditions import TurnCountIs
 from turnstile.core.diagram import mermaid
+from turnstile.core.guardrails import Guardrail
 from turnstile.core.messages import (
     AssistantMessage,
     ModelStop,

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnstile.core import FinalAnswer, GuardrailChecked, LoopSpec, StopReason, guardrail, tool
+from turnstile.core import GuardrailChecked, LoopSpec, StopReason, tool
+from turnstile.core.guardrails import FinalAnswer, guardrail
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall
 from turnstile.executors import Journal, Run, ScriptedModel, aio, sync
 from turnstile.executors.testing import run_async
