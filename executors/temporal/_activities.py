@@ -10,7 +10,7 @@ back becomes the observation the loop takes for it (a retryable failure, an inte
 
 from __future__ import annotations
 
-__all__ = ["Activities", "ask_model", "ask_tool", "ask_tool_specs"]
+__all__ = ["Activities", "ask_guardrail", "ask_model", "ask_tool", "ask_tool_specs"]
 
 import asyncio
 from collections.abc import Awaitable, Mapping
@@ -22,6 +22,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 from turnstile.core import (
     CallModel,
+    CheckGuardrail,
+    GuardrailChecked,
     ModelFailed,
     ModelReplied,
     ModelRequest,
@@ -35,16 +37,19 @@ from turnstile.core import (
 from turnstile.core.messages import ModelResponse
 from turnstile.core.state import INTERRUPTED
 from turnstile.executors._effects import model_failed
+from turnstile.executors._guardrails import Guardrails
 from turnstile.executors._invoke import ainvoke
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._toolbox import Toolbox, caller
 
 from ._wire import (
+    GUARDRAIL_ACTIVITY,
     MODEL_ACTIVITY,
     SPECS_ACTIVITY,
     TOOL_ACTIVITY,
     Options,
     decode_call_model,
+    decode_check,
     decode_outcome,
     decode_run_tool,
     decode_specs,
@@ -82,7 +87,14 @@ class Activities:
     """A worker's model calls (its clients by name) and tool calls (its runner, whose tools
     that ask for a `ToolContext` get the worker's `deps`)."""
 
-    def __init__(self, models: Mapping[str, Model], runner: ToolRunner, deps: Any = None) -> None:
+    def __init__(
+        self,
+        models: Mapping[str, Model],
+        runner: ToolRunner,
+        deps: Any = None,
+        rails: Guardrails | None = None,
+    ) -> None:
+        self._rails = rails or Guardrails()
         self._models = models
         self._runner = runner
         self._deps = deps
@@ -121,6 +133,12 @@ class Activities:
         except TimeoutError:
             outcome = ToolOutcome(f"{call.name} timed out after {limit:g} s", True)
         return encode(ToolReturned(call.id, outcome.content, outcome.is_error, now=0.0))
+
+    @activity.defn(name=GUARDRAIL_ACTIVITY)
+    async def check_guardrail(self, command: bytes) -> bytes:
+        """A guardrail's check, by the worker's function of that name (none: it trips)."""
+        check = decode_check(command)
+        return encode(await _beating(self._rails.acheck(check, lambda: 0.0)))
 
     async def _invoke(self, call: RunTool) -> ToolOutcome:
         """Async tools are awaited here; everything else runs in a thread."""
@@ -171,6 +189,25 @@ async def ask_tool(options: Options, spec: ToolSpec | None, command: RunTool) ->
         )
     except ActivityError:
         return ToolReturned(command.id, INTERRUPTED, True, now=0.0)
+    return decode_outcome(data)
+
+
+async def ask_guardrail(options: Options, command: CheckGuardrail) -> Observation:
+    """`command` as an activity, tried `Options.attempts` times (a check may run twice); one
+    whose worker never reports back trips: a guardrail fails closed."""
+    try:
+        data = await workflow.execute_activity(
+            GUARDRAIL_ACTIVITY,
+            encode(command),
+            result_type=bytes,
+            activity_id=f"guardrail:{command.id}",
+            start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
+            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
+            retry_policy=_retries(options, options.attempts),
+        )
+    except ActivityError as e:
+        message = f"the guardrail {command.name} never answered: {e.cause or e}"
+        return GuardrailChecked(command.id, True, message, now=0.0)
     return decode_outcome(data)
 
 
