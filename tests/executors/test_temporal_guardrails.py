@@ -49,7 +49,7 @@ def worker(env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 
 def test_a_tool_call_guardrail_that_trips_runs_no_call_of_its_round_under_temporal(
-    env: Env,
+    env: Env,  # noqa: F811
     worker: tuple[str, Path],
 ) -> None:
     queue, counter = worker
