@@ -11,6 +11,7 @@ from turnstile.core import (
     Approved,
     Cancelled,
     Denied,
+    GuardrailChecked,
     LoopState,
     ModelFailed,
     ModelReplied,
@@ -211,8 +212,8 @@ class _Ledger:
 def transcript(state: LoopState, served: Collection[str] = ()) -> str:
     """Render a state (finished or not) in the order things happened: each turn's reply with its
     stop and usage, its calls, the approvals and denials they got, their results; failed model
-    calls and a cancel where they came. The results of the calls in `served` (a fork's, answered
-    from its parent's log: `Fork.served`) are marked "(recorded)"."""
+    calls, guardrail checks and a cancel where they came. The results of the calls in `served`
+    (a fork's, answered from its parent's log: `Fork.served`) are marked "(recorded)"."""
     ledger = _Ledger(state, served)
     lines = ledger.lines
     for event in state.events:
@@ -233,6 +234,10 @@ def transcript(state: LoopState, served: Collection[str] = ()) -> str:
             case Cancelled(reason=reason):
                 ledger.flush()
                 lines += _block("! cancelled: ", reason)
+            case GuardrailChecked(check_id=cid, tripped=True, message=msg):
+                lines += _block(f"  ✗ guardrail {cid} tripped: ", msg or "no reason given")
+            case GuardrailChecked(check_id=cid):
+                lines.append(f"  ✓ guardrail {cid} passed")
     ledger.flush()
     for message in state.messages[ledger.next :]:  # only if the events do not account for it
         ledger.write(message)
