@@ -155,14 +155,8 @@ class Activities:
 async def ask_model(options: Options, model: str, command: CallModel) -> Observation:
     """`command` as an activity of the worker that knows `model` by that name."""
     try:
-        data = await workflow.execute_activity(
-            MODEL_ACTIVITY,
-            args=[model, encode(command)],
-            result_type=bytes,
-            activity_id=f"model:{command.id}",
-            start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
-            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
-            retry_policy=_retries(options, options.attempts),
+        data = await _retried(
+            options, MODEL_ACTIVITY, [model, encode(command)], f"model:{command.id}"
         )
     except ActivityError as e:
         message = f"the model call never returned: {e.cause or e}"
@@ -196,14 +190,8 @@ async def ask_guardrail(options: Options, command: CheckGuardrail) -> Observatio
     """`command` as an activity, tried `Options.attempts` times (a check may run twice); one
     whose worker never reports back trips: a guardrail fails closed."""
     try:
-        data = await workflow.execute_activity(
-            GUARDRAIL_ACTIVITY,
-            encode(command),
-            result_type=bytes,
-            activity_id=f"guardrail:{command.id}",
-            start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
-            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
-            retry_policy=_retries(options, options.attempts),
+        data = await _retried(
+            options, GUARDRAIL_ACTIVITY, [encode(command)], f"guardrail:{command.id}"
         )
     except ActivityError as e:
         message = f"the guardrail {command.name} never answered: {e.cause or e}"
@@ -221,6 +209,22 @@ async def ask_tool_specs(options: Options) -> tuple[ToolSpec, ...]:
         retry_policy=_retries(options, options.attempts),
     )
     return decode_specs(data)
+
+
+async def _retried(options: Options, name: str, args: list[Any], activity_id: str) -> bytes:
+    """The activity `name`, within a model call's timeout, tried `Options.attempts` times."""
+    return cast(
+        bytes,
+        await workflow.execute_activity(
+            name,
+            args=args,
+            result_type=bytes,
+            activity_id=activity_id,
+            start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
+            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
+            retry_policy=_retries(options, options.attempts),
+        ),
+    )
 
 
 def _retries(options: Options, attempts: int) -> RetryPolicy:
