@@ -103,6 +103,7 @@ _FINISHING = "the run is finishing"
 _ASKS = frozenset({ASK, COMPACT, FINALIZE})  # the decisions that ask the model
 _NONE: list[Any] = []  # no calls (never written to)
 _UNSET = msgspec.UNSET
+_NO_GUARDRAILS: dict[str, tuple[Any, ...]] = {"input": (), "tool_call": (), "final": ()}
 
 
 class Step(Guarding):
@@ -123,10 +124,11 @@ class Step(Guarding):
         self.checks = Checks(spec.guards)
         self._window = spec.guards.context_window or 0
         # the spec's guardrails by what they check; a run's input checks go with its first call
-        self._guardrails = {
-            on: tuple(g for g in spec.guardrails if g.on == on)
-            for on in ("input", "tool_call", "final")
-        }
+        self._guardrails = (
+            _NO_GUARDRAILS
+            if not spec.guardrails
+            else {on: tuple(g for g in spec.guardrails if g.on == on) for on in _NO_GUARDRAILS}
+        )
         self._opening = False
         # the step under way: the table's moves for its event, its time, and whether it came
         # past the deadline (time enters a step once, with its event)
