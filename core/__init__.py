@@ -4,8 +4,8 @@ Here: the loop (`Loop`, `LoopSpec`, `LoopState`, `Guards`), tools (`@tool`), the
 gives, the observations it takes, and its errors. The rest is in public submodules:
 `turnstile.core.messages` (messages, parts, a model's reply, history checks),
 `turnstile.core.request` (a model request's options), `turnstile.core.conditions` (stop
-conditions), `turnstile.core.state` (a state's parts) and `turnstile.core.diagram` (the phase
-table drawn).
+conditions), `turnstile.core.guardrails` (`Guardrail`, `@guardrail`), `turnstile.core.state`
+(a state's parts) and `turnstile.core.diagram` (the phase table drawn).
 """
 
 __all__ = [
@@ -13,12 +13,14 @@ __all__ = [
     "AwaitApproval",
     "CallModel",
     "Cancelled",
+    "CheckGuardrail",
     "Command",
     "Compaction",
     "CorruptState",
     "Denied",
     "Event",
     "Finish",
+    "GuardrailChecked",
     "Guards",
     "InvalidHistory",
     "InvalidObservation",
@@ -52,11 +54,13 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import conditions as conditions
 from . import diagram as diagram
+from . import guardrails as guardrails
 from . import messages as messages
 from . import request as request
 from . import state as state
 from ._commands import AwaitApproval as AwaitApproval
 from ._commands import CallModel as CallModel
+from ._commands import CheckGuardrail as CheckGuardrail
 from ._commands import Command as Command
 from ._commands import Finish as Finish
 from ._commands import ModelRequest as ModelRequest
@@ -77,6 +81,7 @@ from ._observations import Approved as Approved
 from ._observations import Cancelled as Cancelled
 from ._observations import Denied as Denied
 from ._observations import Event as Event
+from ._observations import GuardrailChecked as GuardrailChecked
 from ._observations import ModelFailed as ModelFailed
 from ._observations import ModelReplied as ModelReplied
 from ._observations import Observation as Observation

@@ -43,6 +43,7 @@ from ._observations import (
     Approved,
     Cancelled,
     Denied,
+    GuardrailChecked,
     ModelFailed,
     ModelReplied,
     Observation,
@@ -66,6 +67,7 @@ _DECODERS: dict[type, Callable[[bytes], Observation]] = {
         Resumed,
         Approved,
         Denied,
+        GuardrailChecked,
         Tick,
         Cancelled,
     )

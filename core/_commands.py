@@ -5,7 +5,9 @@ from __future__ import annotations
 __all__ = [
     "AwaitApproval",
     "CallModel",
+    "CheckGuardrail",
     "Command",
+    "FinalAnswer",
     "Finish",
     "ModelRequest",
     "Purpose",
@@ -19,7 +21,8 @@ from typing import Any
 
 import msgspec
 
-from ._messages import Message
+from ._guardrails import GuardrailKind
+from ._messages import Message, ToolCall
 from ._request import CachePolicy, OutputFormat, ServerTool, ToolChoice
 from ._tools import ToolSpec
 
@@ -44,6 +47,7 @@ class StopReason(enum.StrEnum):
     requires_action = "requires_action"
     cancelled = "cancelled"
     invalid_output = "invalid_output"
+    guardrail = "guardrail"
 
 
 class Purpose(enum.StrEnum):
@@ -105,6 +109,26 @@ class AwaitApproval(Command, frozen=True, tag="await_approval"):
     id: str
     name: str
     arguments: dict[str, Any]
+
+
+class FinalAnswer(msgspec.Struct, frozen=True, gc=False, tag="final_answer"):
+    """What a final guardrail checks: the answer's text (the last reply's), and the answer as
+    `Finish.output` would carry it (typed when `LoopSpec.output` types it)."""
+
+    text: str
+    output: Any = None
+
+
+class CheckGuardrail(Command, frozen=True, tag="check_guardrail"):
+    """Run the guardrail `name` on `subject` and answer with `GuardrailChecked(check_id=id)`:
+    the run's input messages (`on="input"`), a tool call of the round (`"tool_call"`: none of
+    the round's calls runs until every check of it answered), or the `FinalAnswer`
+    (`"final"`: the run finishes with it only once every check answered)."""
+
+    id: str
+    name: str
+    on: GuardrailKind
+    subject: list[Message] | ToolCall | FinalAnswer
 
 
 class Finish(Command, frozen=True, tag="finish"):

@@ -75,9 +75,12 @@ class Loop:
 
     def outstanding_ids(self) -> frozenset[str]:
         """The ids of the commands the loop still waits on (its model call, each running call,
-        each call awaiting approval): an executor may drop work whose id is not among them."""
+        each call awaiting approval, each guardrail check): an executor may drop work whose id
+        is not among them."""
         st = self.state
         ids = [p.call.id for p in st.round if p.status in _WAITED]
+        if st.checks:
+            ids += [c.id for c in st.checks]
         if st.pending_model is not None:
             ids.append(st.pending_model)
         return frozenset(ids)

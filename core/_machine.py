@@ -16,6 +16,8 @@ The decisions:
     approve   nothing can run until a human answers
     wait      nothing to do yet
     finalize  a budget ran out: one last model call, without tools
+    check     guardrails must answer first: the turn (its round, or the answer) is held until
+              every check asked for passed (`LoopSpec.guardrails`)
     compact   the conversation nears the context window: ask the model to summarize its older
               turns (`Compaction(strategy="summarize")`; the other strategies need no call)
     finish    the run is over
@@ -45,6 +47,7 @@ from ._observations import (
     Approved,
     Cancelled,
     Denied,
+    GuardrailChecked,
     ModelFailed,
     ModelReplied,
     Observation,
@@ -65,6 +68,7 @@ class Phase(StrEnum):
     awaiting_approval = "awaiting_approval"
     compacting = "compacting"
     finalizing = "finalizing"
+    checking = "checking"
     done = "done"
 
 
@@ -77,12 +81,13 @@ class Decision(StrEnum):
     wait = "wait"
     finalize = "finalize"
     compact = "compact"
+    check = "check"
     finish = "finish"
 
 
 PHASES = tuple(Phase)
-IDLE, MODEL, TOOLS, APPROVAL, COMPACTING, FINALIZING, DONE = PHASES
-ASK, RUN, APPROVE, WAIT, FINALIZE, COMPACT, FINISH = tuple(Decision)
+IDLE, MODEL, TOOLS, APPROVAL, COMPACTING, FINALIZING, CHECKING, DONE = PHASES
+ASK, RUN, APPROVE, WAIT, FINALIZE, COMPACT, CHECK, FINISH = tuple(Decision)
 
 # a budget can run out (or the deadline pass) whatever happened, and a run can always end
 _OUT = {FINALIZE: FINALIZING, FINISH: DONE}
@@ -95,24 +100,25 @@ TABLE: dict[Phase, dict[type[Observation], dict[Decision, Phase]]] = {
         Cancelled: {FINISH: DONE},
     },
     MODEL: {
-        ModelReplied: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        ModelReplied: {RUN: TOOLS, APPROVE: APPROVAL, CHECK: CHECKING, **_TURN, **_OUT},
         ModelFailed: {ASK: MODEL, **_OUT},
         Tick: {WAIT: MODEL, **_OUT},
         Resumed: {WAIT: MODEL, **_OUT},
+        GuardrailChecked: {WAIT: MODEL, **_OUT},  # the run's input, checked meanwhile
         Cancelled: {FINISH: DONE},
     },
     TOOLS: {
         ToolStarted: {WAIT: TOOLS},
-        ToolReturned: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        ToolReturned: {RUN: TOOLS, APPROVE: APPROVAL, CHECK: CHECKING, **_TURN, **_OUT},
         Approved: {RUN: TOOLS, **_OUT},
         Denied: {RUN: TOOLS, **_OUT},
         Tick: {WAIT: TOOLS, **_OUT},
-        Resumed: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        Resumed: {RUN: TOOLS, APPROVE: APPROVAL, CHECK: CHECKING, **_TURN, **_OUT},
         Cancelled: {FINISH: DONE},
     },
     APPROVAL: {  # only a human can move it on: its time is not the run's, no deadline falls
         Approved: {RUN: TOOLS, APPROVE: APPROVAL},
-        Denied: {RUN: TOOLS, APPROVE: APPROVAL, **_TURN, **_OUT},
+        Denied: {RUN: TOOLS, APPROVE: APPROVAL, CHECK: CHECKING, **_TURN, **_OUT},
         Tick: {WAIT: APPROVAL},
         Resumed: {APPROVE: APPROVAL},
         Cancelled: {FINISH: DONE},
@@ -122,6 +128,7 @@ TABLE: dict[Phase, dict[type[Observation], dict[Decision, Phase]]] = {
         ModelFailed: {COMPACT: COMPACTING, **_OUT},
         Tick: {WAIT: COMPACTING, **_OUT},
         Resumed: {WAIT: COMPACTING, **_OUT},
+        GuardrailChecked: {WAIT: COMPACTING, **_OUT},
         Cancelled: {FINISH: DONE},
     },
     FINALIZING: {
@@ -129,6 +136,12 @@ TABLE: dict[Phase, dict[type[Observation], dict[Decision, Phase]]] = {
         ModelFailed: {ASK: FINALIZING, FINISH: DONE},
         Tick: {WAIT: FINALIZING},
         Resumed: {WAIT: FINALIZING},
+        Cancelled: {FINISH: DONE},
+    },
+    CHECKING: {  # a reply's round or answer held until its guardrails answer: none runs before
+        GuardrailChecked: {WAIT: CHECKING, RUN: TOOLS, APPROVE: APPROVAL, **_OUT},
+        Tick: {WAIT: CHECKING, FINISH: DONE},  # (checks still out: no last call, no answer)
+        Resumed: {WAIT: CHECKING, FINISH: DONE},
         Cancelled: {FINISH: DONE},
     },
     DONE: {  # a new run on the same conversation

@@ -10,6 +10,7 @@ __all__ = [
     "Cancelled",
     "Denied",
     "Event",
+    "GuardrailChecked",
     "ModelFailed",
     "ModelReplied",
     "Observation",
@@ -104,6 +105,15 @@ class Denied(Observation, frozen=True, tag="denied"):
     reason: str = ""
 
 
+class GuardrailChecked(Observation, frozen=True, omit_defaults=True, tag="guardrail_checked"):
+    """The check `check_id` (a `CheckGuardrail`) answered: it passed, or it `tripped`, saying
+    why in `message`; a trip finishes the run (`StopReason.guardrail`)."""
+
+    check_id: str
+    tripped: bool
+    message: str = ""
+
+
 class Tick(Observation, frozen=True, tag="tick"):
     """Time passed; lets the deadline guard fire while nothing else happens."""
 
@@ -132,6 +142,7 @@ Event = (
     | ToolReturned
     | Approved
     | Denied
+    | GuardrailChecked
     | Tick
     | Cancelled
     | Resumed

@@ -48,6 +48,7 @@ from ._observations import (
     Approved,
     Cancelled,
     Denied,
+    GuardrailChecked,
     ModelFailed,
     ModelReplied,
     Observation,
@@ -119,6 +120,8 @@ def record(
             st.events.append(obs)
             _human_answered(st, obs.now)
             _resolve(p, f"denied by a human: {obs.reason or 'no reason given'}. Do not retry it.")
+        case GuardrailChecked():
+            _check_answered(st, obs)
         case Tick():
             st.events.append(obs)
         case Cancelled():
@@ -246,6 +249,23 @@ def _call(
         f"{type(obs).__name__}(call_id={obs.call_id!r}) does not match a call that is "
         f"{wanted} (that call is {'unknown' if found is None else found.status.value})"
     )
+
+
+def _check_answered(st: LoopState, obs: GuardrailChecked) -> None:
+    """The guardrail check outstanding that `obs` answers is recorded; one that passed is no
+    longer waited for (one that tripped stays, for the finish to name). Else `ProtocolError`."""
+    checks = st.checks or []
+    found = [i for i, check in enumerate(checks) if check.id == obs.check_id]
+    if not found:
+        raise ProtocolError(
+            f"GuardrailChecked(check_id={obs.check_id!r}) matches no outstanding guardrail "
+            f"check (outstanding: {', '.join(c.id for c in checks) or 'none'})"
+        )
+    st.events.append(obs)
+    if not obs.tripped:
+        del checks[found[0]]
+        if not checks:
+            st.checks = msgspec.UNSET
 
 
 def _human_answered(st: LoopState, now: float) -> None:

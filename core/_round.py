@@ -1,18 +1,23 @@
 """A round: one reply's tool calls on their way to results, and which of them may start.
 
 The loop holds the round in flight in `LoopState.round`, a `PendingCall` per call. This module
-only reads it: `schedule` says which queued calls may start now and what the round then waits
-for; `_record` writes the round, and `Step.apply` starts the calls.
+only reads it: `opened` says what a reply's calls become (a result for those that cannot run, a
+wait for approval, a place in the queue), `schedule` which queued calls may start now and what
+the round then waits for; `_record` writes the round, and `Step.apply` starts the calls.
 """
 
 from __future__ import annotations
 
-__all__ = ["ASKED", "BUSY", "INTERRUPTED", "REUSED", "schedule"]
+__all__ = ["ASKED", "BUSY", "INTERRUPTED", "REUSED", "Opened", "opened", "schedule"]
 
 from collections.abc import Mapping, Set
+from typing import NamedTuple
 
+from ._guards import Checks
+from ._messages import ToolCall, ToolResult
+from ._output import Output, answered
 from ._state import CallStatus, PendingCall
-from ._tools import ToolSpec
+from ._tools import ToolSpec, call_problem
 
 INTERRUPTED = (
     "interrupted: the run stopped while this call was running, so it may or may not have taken "
@@ -33,8 +38,65 @@ _DONE, _QUEUED, _RUNNING, _STARTED = (  # read once: each `Enum.member` lookup c
     CallStatus.running,
     CallStatus.started,
 )
+_APPROVAL = CallStatus.approval
 BUSY = frozenset({_RUNNING, _STARTED})  # a RunTool went out: the call may be running
-ASKED = frozenset({CallStatus.approval})
+ASKED = frozenset({_APPROVAL})
+
+
+class Opened(NamedTuple):
+    """A reply's calls as a round (`opened`)."""
+
+    round: list[PendingCall]
+    counted: dict[str, int]  # this reply's calls, by name and arguments, for the repeats guard
+    repeated: str | None  # why the repeats guard stops the run, if it does
+    wrong: int  # answers (the output tool's) that failed `LoopSpec.output`
+    asks: list[PendingCall]  # the calls that need a human's approval
+
+
+def opened(
+    calls: list[ToolCall],
+    tools: Mapping[str, ToolSpec],
+    reused: Mapping[str, str],
+    output: Output | None,
+    checks: Checks,
+    counts: dict[str, int],
+) -> Opened:
+    """What the reply's `calls` become: a result for each that cannot run (an unknown tool,
+    arguments cut off or not JSON, an id the reply gave an earlier call: `reused`) and for a
+    finishing tool's; a wait for approval; else a place in the queue. Repeats are counted over
+    `counts`. Writes nothing."""
+    counted: dict[str, int] = {}
+    repeated = None
+    wrong = 0
+    round_: list[PendingCall] = []
+    asks: list[PendingCall] = []
+    for call in calls:
+        spec = tools.get(call.name)
+        if call.id in reused:
+            p = _resolved(call, REUSED.format(reused[call.id]))
+        elif spec is None or not call.complete or call.raw_arguments is not None:
+            p = _resolved(call, call_problem(call, tools))
+        elif spec.finish:
+            result = answered(output, call)
+            wrong += result.is_error
+            p = PendingCall(call, _DONE, result)
+        else:
+            again = checks.repeated(counts, counted, call)
+            if again is not None and repeated is None:
+                repeated = again
+                p = PendingCall(call, _QUEUED)
+            elif spec.needs_approval:
+                p = PendingCall(call, _APPROVAL)
+                asks.append(p)
+            else:
+                p = PendingCall(call, _QUEUED)
+        round_.append(p)
+    return Opened(round_, counted, repeated, wrong, asks)
+
+
+def _resolved(call: ToolCall, error: str) -> PendingCall:
+    """A call of the reply that will not run, with its error result."""
+    return PendingCall(call, _DONE, ToolResult(call.id, error, True))
 
 
 def schedule(

@@ -17,6 +17,7 @@ from ._compaction import Compaction
 from ._cost import Price
 from ._errors import InvalidSpec
 from ._fields import check_fields
+from ._guardrails import Guardrail, GuardrailFunction
 from ._guards import Guards
 from ._messages import AssistantMessage, ToolCall, text_of
 from ._output import OUTPUT_TOOL, check_output
@@ -89,6 +90,12 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
 
     `tools` takes `ToolSpec`s or the `Tool`s `@tool` makes (kept as their specs). Every field is
     checked when the spec is built: one no run can use raises `InvalidSpec` naming it.
+
+    `guardrails`: checks the executor runs (`Guardrail`, or the functions `@guardrail` makes,
+    kept as their `Guardrail`s, whose functions go to the run as tools do): on the run's input
+    beside its first model call, on each tool call before any call of its round runs, on the
+    final answer before the run finishes with it. A check that trips finishes the run
+    (`StopReason.guardrail`).
     """
 
     system: str | None = None
@@ -103,8 +110,13 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
     models: tuple[str, ...] = ()
     prices: dict[str, Price] = {}
     compaction: Compaction | None = None
+    guardrails: tuple[Guardrail, ...] = ()
 
     def __post_init__(self) -> None:
+        rails = self.guardrails
+        if isinstance(rails, tuple | list) and any(type(g) is GuardrailFunction for g in rails):
+            kept = tuple(g.spec if type(g) is GuardrailFunction else g for g in rails)
+            msgspec.structs.force_setattr(self, "guardrails", kept)
         tools = self.tools
         if isinstance(tools, tuple | list):
             for i, t in enumerate(tools):
@@ -125,6 +137,11 @@ class LoopSpec(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidSpec(
                 f"two tools named {', '.join(twice)}: give each tool its own name",
                 field="LoopSpec.tools",
+            )
+        named = [g.name for g in self.guardrails]
+        if len(set(named)) < len(named):
+            raise InvalidSpec(
+                "two guardrails share a name: give each its own", field="LoopSpec.guardrails"
             )
         if self.output is not None:
             check_output(self.output)

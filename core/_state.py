@@ -14,6 +14,7 @@ __all__ = [
     "Compacted",
     "LoopState",
     "PendingCall",
+    "PendingCheck",
     "dump_state",
     "load_state",
     "new_run",
@@ -29,6 +30,7 @@ import msgspec
 from ._commands import StopReason
 from ._decoding import decoded
 from ._errors import CorruptState, InvalidHistory
+from ._guardrails import GuardrailKind
 from ._history import History, history_problems
 from ._machine import Phase
 from ._messages import AssistantMessage, Message, ToolCall, ToolResult, ToolResults, Usage
@@ -77,6 +79,16 @@ class PendingCall(msgspec.Struct, gc=False, omit_defaults=True):
     original: ToolCall | None = None
 
 
+class PendingCheck(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """A guardrail check asked for (`CheckGuardrail`) and not answered yet; `call_id`: the call
+    of the round it checks (`on="tool_call"`)."""
+
+    id: str
+    name: str
+    on: GuardrailKind
+    call_id: str | None = None
+
+
 class LoopState(msgspec.Struct, kw_only=True):
     """Everything the loop knows. Written only where an observation is recorded (`_record`)
     and where a decision is applied (`Step.apply`); dump it after any step.
@@ -86,6 +98,9 @@ class LoopState(msgspec.Struct, kw_only=True):
     before the run is done. `usage` and `cost` total the conversation's calls; `model_index`
     is which of `LoopSpec.models` is asked; `compactions` says what requests leave out (the last
     one decides), and `summarizing`, in phase `compacting`, where the summary asked for ends.
+    `checks`: the guardrail checks asked for and not answered; `held`, in phase `checking`
+    without a round, the reason the run finishes for once they pass (its answer in `output`).
+    Both are left out of a dump while unset, so a run without guardrails dumps as before.
     """
 
     phase: Phase = Phase.idle
@@ -113,6 +128,8 @@ class LoopState(msgspec.Struct, kw_only=True):
     stop_reason: StopReason = StopReason.unknown
     output: Any = None
     events: list[Event] = msgspec.field(default_factory=list)
+    checks: list[PendingCheck] | msgspec.UnsetType = msgspec.UNSET
+    held: StopReason | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def outstanding(self) -> list[PendingCall]:
@@ -165,7 +182,7 @@ _state = msgspec.json.Decoder(LoopState)
 _schema_1 = msgspec.json.Decoder(_Finalizing)
 _phase = msgspec.json.Decoder(_Phase)
 _PHASE_NAMES = frozenset(Phase)
-_PENDING = (Phase.awaiting_tools, Phase.awaiting_approval)  # a round is in flight
+_PENDING = (Phase.awaiting_tools, Phase.awaiting_approval, Phase.checking)  # a round in flight
 _ASKING = (Phase.awaiting_model, Phase.finalizing, Phase.compacting)  # a model call outstanding
 
 
@@ -257,6 +274,7 @@ def state_problems(st: LoopState) -> list[str]:
     if (phase is Phase.awaiting_approval) != (st.waiting_since is not None):
         add(f"waiting for a human is {st.waiting_since is not None} in phase {phase}")
     problems += _round_problems(st)
+    problems += _check_problems(st)
     problems += _compaction_problems(st)
     history = history_problems(st.messages, allow_pending=phase in _PENDING)
     if history:
@@ -293,6 +311,30 @@ def _compaction_problems(st: LoopState) -> list[str]:
     return []
 
 
+_CHECKED = (Phase.awaiting_model, Phase.compacting, Phase.checking)  # checks may be outstanding
+
+
+def _check_problems(st: LoopState) -> list[str]:
+    """Guardrail checks outstanding where none can be, a phase `checking` that holds nothing
+    back, or a held answer outside it."""
+    phase, checks = st.phase, st.checks or []
+    if checks and phase not in _CHECKED:
+        return [f"guardrail checks outstanding in phase {phase}"]
+    if len({c.id for c in checks}) < len(checks):
+        return ["two guardrail checks outstanding share an id"]
+    if phase is Phase.checking:
+        if not checks:
+            return ["checking guardrails, yet none is outstanding"]
+        if (st.held is msgspec.UNSET) == (not st.round):
+            return ["checking guardrails, yet holding back no round or both a round and an answer"]
+        ids = {p.call.id for p in st.round}
+        if any(c.call_id is not None and c.call_id not in ids for c in checks):
+            return ["a guardrail check of a call the round does not hold"]
+    elif st.held is not msgspec.UNSET:
+        return [f"an answer held back for guardrails in phase {phase}"]
+    return []
+
+
 def _round_problems(st: LoopState) -> list[str]:
     statuses = {p.status for p in st.round}
     if st.phase not in _PENDING:
@@ -303,6 +345,8 @@ def _round_problems(st: LoopState) -> list[str]:
         problems.append("awaiting tools, yet no call is running")
     if st.phase is Phase.awaiting_approval and (CallStatus.approval not in statuses or busy):
         problems.append("awaiting approval, yet no call waits for one alone")
+    if st.phase is Phase.checking and st.round and (busy or statuses <= {CallStatus.done}):
+        problems.append("checking guardrails, yet the round holds no call back")
     for p in st.round:
         if (p.status is CallStatus.done) != (p.result is not None):
             problems.append(f"call {p.call.id} is {p.status.value} with a result of {p.result}")

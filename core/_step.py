@@ -16,10 +16,14 @@ __all__ = ["Step"]
 
 from typing import Any
 
+import msgspec
+
 from ._ask import Requests
+from ._checking import Guarding
 from ._commands import (
     AwaitApproval,
     CallModel,
+    CheckGuardrail,
     Command,
     Finish,
     ModelRequest,
@@ -31,6 +35,8 @@ from ._guards import FINALIZABLE, Checks
 from ._machine import (
     APPROVE,
     ASK,
+    CHECK,
+    CHECKING,
     COMPACT,
     COMPACTING,
     DONE,
@@ -39,16 +45,16 @@ from ._machine import (
     FINISH,
     MODEL,
     RUN,
-    WAIT,
     Decision,
     Phase,
 )
-from ._messages import AssistantMessage, ModelStop, ToolCall, ToolResult, UserMessage, text_of
+from ._messages import AssistantMessage, ModelStop, ToolCall, UserMessage, text_of
 from ._observations import (
     Approved,
     Cancelled,
     Denied,
     Event,
+    GuardrailChecked,
     ModelFailed,
     ModelReplied,
     Observation,
@@ -58,7 +64,14 @@ from ._observations import (
     ToolReturned,
     ToolStarted,
 )
-from ._output import OUTPUT_TOOL, Output, answered, typed
+from ._output import OUTPUT_TOOL, Output, typed
+from ._plan import ASKING as _ASKING
+from ._plan import DEADLINE as _DEADLINE
+from ._plan import WAITING as _WAITING
+from ._plan import WRITTEN as _WRITTEN
+from ._plan import Plan
+from ._plan import finish as _finish
+from ._plan import planned as _planned
 from ._record import (
     answer_refused,
     close,
@@ -68,10 +81,10 @@ from ._record import (
     round_written,
     run_started,
 )
-from ._round import ASKED, BUSY, REUSED, schedule
+from ._round import ASKED, BUSY, opened, schedule
 from ._spec import LoopSpec
 from ._state import CallStatus, LoopState, PendingCall
-from ._tools import ToolSpec, call_problem
+from ._tools import ToolSpec
 
 # enum members read as module constants: on 3.11 each `Enum.member` lookup costs a descriptor
 # call, and the hot path reads a dozen per turn
@@ -86,19 +99,20 @@ _ENDS = {  # a reply that ends the run whatever it holds
     ModelStop.content_filter: StopReason.refusal,
     ModelStop.requires_action: StopReason.requires_action,
 }
-_DEADLINE = "the run's deadline passed"
 _FINISHING = "the run is finishing"
 _ASKS = frozenset({ASK, COMPACT, FINALIZE})  # the decisions that ask the model
 _NONE: list[Any] = []  # no calls (never written to)
+_UNSET = msgspec.UNSET
+_NO_GUARDRAILS: dict[str, tuple[Any, ...]] = {"input": (), "tool_call": (), "final": ()}
 
 
-class Step:
+class Step(Guarding):
     """The loop's working part over one `LoopState`: the caches its requests keep and the step
     under way."""
 
     __slots__ = (
         *("checks", "_finishers", "_late", "_moves", "_now", "output", "tools"),
-        *("offered", "requests", "spec", "state", "_window"),
+        *("offered", "requests", "spec", "state", "_window", "_guardrails", "_opening"),
     )
 
     def __init__(self, spec: LoopSpec, state: LoopState) -> None:
@@ -109,6 +123,13 @@ class Step:
         self.requests = Requests(spec)
         self.checks = Checks(spec.guards)
         self._window = spec.guards.context_window or 0
+        # the spec's guardrails by what they check; a run's input checks go with its first call
+        self._guardrails = (
+            _NO_GUARDRAILS
+            if not spec.guardrails
+            else {on: tuple(g for g in spec.guardrails if g.on == on) for on in _NO_GUARDRAILS}
+        )
+        self._opening = False
         # the step under way: the table's moves for its event, its time, and whether it came
         # past the deadline (time enters a step once, with its event)
         self._moves: dict[Decision, Phase] = {}
@@ -130,10 +151,12 @@ class Step:
         commands: list[Command] = []
         if st.pending_model is not None:
             commands.append(CallModel(st.pending_model, self.request(), st.retry_at))
+        for c in st.checks or ():
+            commands.append(CheckGuardrail(c.id, c.name, c.on, self._subject(c)))
         for p in st.round:
             if p.status in BUSY:
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
-            elif p.status is _APPROVAL:
+            elif p.status is _APPROVAL and st.phase is not CHECKING:  # (held: not asked yet)
                 commands.append(AwaitApproval(p.call.id, p.call.name, p.call.arguments))
         return commands
 
@@ -149,7 +172,11 @@ class Step:
         self.offer(event.tools)
         run_started(self.state, self.spec, event)
         self.at(moves, event.now)
-        return self.act(self._next_turn())
+        self._opening = bool(self._guardrails["input"])
+        try:
+            return self.act(self._next_turn())
+        finally:
+            self._opening = False
 
     def at(self, moves: dict[Decision, Phase], now: float) -> None:
         """The step under way: the table's moves for its event, its time, and whether the run's
@@ -210,6 +237,8 @@ class Step:
             return _WAITING
         if kind is Resumed:
             return self._resumed()
+        if kind is GuardrailChecked:
+            return self._checked()
         cancel: Cancelled = st.events[-1]  # type: ignore[assignment]
         why = f"the run was cancelled ({cancel.reason or 'no reason given'})"
         return _finish(StopReason.cancelled, None, why)
@@ -240,57 +269,41 @@ class Step:
         if stop is ModelStop.max_tokens:
             return _finish(StopReason.max_tokens, text_of(content))
         if self.output is None:
-            return _finish(StopReason.completed, text_of(content))
+            return self._answer(StopReason.completed, text_of(content))
         answer, problem = self.output.check_reply(text_of(content))  # type: ignore[arg-type]
         if problem is None:
-            return _finish(StopReason.completed, answer)
+            return self._answer(StopReason.completed, answer)
         if st.output_retries + 1 > self.spec.guards.max_output_retries:
             return (answer_refused, (st, None), _planned, _finish(StopReason.invalid_output, None))
         return (answer_refused, (st, UserMessage(problem)), self._next_turn, None)
 
     def _start_round(self, calls: list[ToolCall], reused: dict[str, str]) -> Plan:
-        """Take the reply's calls as the new round: give the ones that cannot run an error result,
-        count repeats, ask for approvals, and start what may run."""
-        tools = self.tools
-        counts = self.state.call_counts
-        counted: dict[str, int] = {}
-        repeated = None
-        wrong = 0
-        round_: list[PendingCall] = []
-        asks: list[PendingCall] = []
-        for call in calls:
-            spec = tools.get(call.name)
-            if call.id in reused:
-                p = _resolved(call, REUSED.format(reused[call.id]))
-            elif spec is None or not call.complete or call.raw_arguments is not None:
-                p = _resolved(call, call_problem(call, tools))
-            elif spec.finish:
-                result = answered(self.output, call)
-                wrong += result.is_error
-                p = PendingCall(call, _DONE, result)
-            else:
-                again = self.checks.repeated(counts, counted, call)
-                if again is not None and repeated is None:
-                    repeated = again
-                    p = PendingCall(call, _QUEUED)
-                elif spec.needs_approval:
-                    p = PendingCall(call, _APPROVAL)
-                    asks.append(p)
-                else:
-                    p = PendingCall(call, _QUEUED)
-            round_.append(p)
+        """Take the reply's calls as the new round (`opened`: results for the ones that cannot
+        run, repeats counted), then hold it for its guardrails, or ask for approvals and start
+        what may run."""
+        st = self.state
+        round_, counted, repeated, wrong, asks = opened(
+            calls, self.tools, reused, self.output, self.checks, st.call_counts
+        )
+        write = (st, round_, counted, wrong)
         if repeated is not None:  # (what follows is known before the round is written)
             then: Plan = _finish(StopReason.repeated_call, None, repeated)
         elif asks and self._late:
             then = self._stop(StopReason.deadline, _DEADLINE)  # before asking for approval
+        elif (st.checks or self._guardrails["tool_call"]) and any(
+            p.status is not _DONE for p in round_
+        ):
+            return (round_opened, write, self._hold, round_)
         else:
-            return (round_opened, (self.state, round_, counted, wrong), self._dispatch, asks)
-        return (round_opened, (self.state, round_, counted, wrong), _planned, then)
+            return (round_opened, write, self._dispatch, asks)
+        return (round_opened, write, _planned, then)
 
     def _dispatch(self, asks: list[PendingCall]) -> Plan:
         """Start what may run now (`schedule`); then wait for it, or for a human, or go on."""
         if self._late:
             return self._stop(StopReason.deadline, _DEADLINE)
+        if self.state.phase is CHECKING and self.state.checks:  # held for its guardrails
+            return _WAITING
         round_ = self.state.round
         if len(round_) == 1 and round_[0].status is _QUEUED:  # (`schedule`: a lone call starts)
             return (RUN, (round_, asks))
@@ -313,7 +326,7 @@ class Step:
             answer = finish.arguments
             if finish.name == OUTPUT_TOOL and self.output is not None:
                 answer = self.output.check(answer)[0]
-            return _finish(StopReason.finish_tool, answer)
+            return self._answer(StopReason.finish_tool, answer)
         if self.state.output_retries > self.spec.guards.max_output_retries:
             return _finish(StopReason.invalid_output, None)
         return (round_counted, (self.state, self.checks, digest, failed), self._next_turn, None)
@@ -343,7 +356,7 @@ class Step:
         st = self.state
         if st.round:
             return self._dispatch(_NONE)  # the deadline, too, as for a result
-        if self._late and st.phase in (MODEL, COMPACTING):
+        if self._late and st.phase in (MODEL, COMPACTING, CHECKING):
             return self._stop(StopReason.deadline, _DEADLINE)
         return _WAITING
 
@@ -381,7 +394,8 @@ class Step:
         """A guard tripped: finalize (one last call, without tools) or finish; calls left open
         get results saying `why`."""
         guards = self.spec.guards
-        if reason in FINALIZABLE and guards.finalize and self.state.turns > 0:
+        st = self.state  # (with guardrails outstanding, no answer comes before they passed)
+        if reason in FINALIZABLE and guards.finalize and st.turns > 0 and not st.checks:
             return (FINALIZE, (reason, why, guards.finalize_prompt))
         return _finish(reason, None, why)
 
@@ -407,6 +421,13 @@ class Step:
                 p.status = _RUNNING
                 commands.append(RunTool(p.call.id, p.call.name, p.call.arguments))
             return commands
+        if decision is CHECK:
+            checks, held = args
+            if held is not None:
+                st.held, st.output = held
+            if checks:
+                st.checks = [*(st.checks or ()), *checks]
+            return [CheckGuardrail(c.id, c.name, c.on, self._subject(c)) for c in checks]
         if decision in _ASKS:
             not_before = None
             if decision is FINALIZE:
@@ -428,6 +449,11 @@ class Step:
             st.pending_model = command_id = f"model-{st.model_calls}"
             st.retry_at = not_before
             request = self.requests.next(st, self.offered, self.output)
+            if self._opening:  # a run's first call: its input is checked meanwhile
+                self._opening = False
+                st.checks = inputs = self._inputs(command_id)
+                asked = [CheckGuardrail(c.id, c.name, c.on, self._subject(c)) for c in inputs]
+                return [CallModel(command_id, request, not_before), *asked]
             return [CallModel(command_id, request, not_before)]
         if decision is FINISH:
             reason, output, why, refused = args
@@ -436,38 +462,13 @@ class Step:
             st.output = output
             st.pending_model = st.retry_at = None
             st.summarizing = None
+            st.checks = st.held = _UNSET  # checks still out are no longer waited for
             return [Finish(reason, typed(self.output, reason, output))]
         if decision is APPROVE:
             if st.waiting_since is None:  # from now only a human moves it on: not the run's time
                 st.waiting_since = self._now
             return [AwaitApproval(p.call.id, p.call.name, p.call.arguments) for p in args[0]]
         return []  # WAIT
-
-
-Plan = tuple[Any, ...]
-"""What a deciding method returns: `(decision, args)` for `apply`; or `(write, args, then,
-given)`: first a `_record` writer to call with `args` (the state first), then the deciding
-`then(given)` (`given` is `_WRITTEN`: what the writer returned) for the plan after it."""
-
-_WAITING: Plan = (WAIT, ())
-_ASKING: Plan = (ASK, ())
-_WRITTEN = object()  # `given` for a plan that reads what its write returned
-
-
-def _finish(
-    reason: StopReason, output: Any, why: str = "", refused: list[ToolCall] = _NONE
-) -> Plan:
-    return (FINISH, (reason, output, why, refused))
-
-
-def _planned(plan: Plan) -> Plan:
-    """What follows a write whose next plan was known before it."""
-    return plan
-
-
-def _resolved(call: ToolCall, error: str) -> PendingCall:
-    """A call of the reply that will not run, with its error result."""
-    return PendingCall(call, _DONE, ToolResult(call.id, error, True))
 
 
 def _run_tools(events: list[Event]) -> tuple[ToolSpec, ...]:

@@ -4,7 +4,16 @@ line take in place of the spec; `as_tool`: a spec or an agent offered to another
 
 from __future__ import annotations
 
-__all__ = ["Agent", "Parent", "SubAgent", "as_tool", "built", "parenting", "unpacked"]
+__all__ = [
+    "Agent",
+    "Parent",
+    "SubAgent",
+    "agent_guardrails",
+    "as_tool",
+    "built",
+    "parenting",
+    "unpacked",
+]
 
 import contextlib
 import contextvars
@@ -21,6 +30,7 @@ from turnstile.core import (
     ToolOutcome,
     ToolSpec,
 )
+from turnstile.core.guardrails import GuardrailFunction
 from turnstile.providers import ModelRouter, model_client
 
 from ._effects import check_model
@@ -44,6 +54,7 @@ class Agent:
                       tools=[get_weather])
         run = sync.run(agent, "Weather in Paris?")
 
+    `guardrails`: the functions of the spec's guardrails (`@guardrail`), run by the executor.
     `sync.run`, `aio.run`, Temporal's `start` and `run`, and `turnstile run module:agent` take
     it where they take a spec. Raises `TypeError` for a spec that is not a `LoopSpec`.
     """
@@ -52,12 +63,24 @@ class Agent:
     _: dataclasses.KW_ONLY
     model: Model
     tools: Tools = ()
+    guardrails: tuple[GuardrailFunction, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, LoopSpec):
             raise TypeError(f"Agent(spec) takes a LoopSpec, not {type(self.spec).__name__}")
         if not isinstance(self.tools, ToolRunner) and not hasattr(self.tools, "run"):
             object.__setattr__(self, "tools", tuple(self.tools))  # a value: a list is copied
+        object.__setattr__(self, "guardrails", tuple(self.guardrails))
+
+
+def agent_guardrails(spec: LoopSpec | Agent, given: Any) -> Any:
+    """The guardrail functions of a run given `spec` (or an agent, which brings its own: then
+    the run's `guardrails=` is a `TypeError`) and the run's `guardrails=`."""
+    if not isinstance(spec, Agent):
+        return given
+    if given:
+        raise TypeError("the agent has its guardrails already: give them to Agent(...) only")
+    return spec.guardrails
 
 
 @overload

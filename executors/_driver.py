@@ -17,6 +17,7 @@ from turnstile.core import (
     AwaitApproval,
     CallModel,
     Cancelled,
+    CheckGuardrail,
     InvalidObservation,
     ModelReplied,
     Observation,
@@ -25,6 +26,7 @@ from turnstile.core import (
 )
 
 from ._effects import Decision, model_failed
+from ._guardrails import Guardrails
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run
 from ._session import Session
@@ -46,6 +48,7 @@ class Driver:
         approve: Approver | None,
         tool_timeout: float | None,
         deps: Any,
+        rails: Guardrails | None = None,
     ) -> None:
         self.session = session
         self.now = session.now
@@ -54,6 +57,7 @@ class Driver:
         self.approve = approve
         self.tool_timeout = tool_timeout
         self.deps = deps
+        self.rails = rails or Guardrails()
         tools = session.loop.spec.tools
         self.timeouts = {t.name: t.timeout_s or tool_timeout or math.inf for t in tools}
         self.group = Tasks()
@@ -101,7 +105,7 @@ class Driver:
         if self.armed and session.alarm_moved():
             self.arm()
 
-    def work(self, command: CallModel | RunTool | AwaitApproval) -> Work:
+    def work(self, command: CallModel | RunTool | AwaitApproval | CheckGuardrail) -> Work:
         """What carrying out `command` takes, not yet begun."""
         match command:
             case CallModel():
@@ -111,6 +115,8 @@ class Driver:
                 return functools.partial(
                     tool, command, limit, self.runner, self.run_call, self.deps, self.now
                 )
+            case CheckGuardrail():  # beside the model call, or the round's checks together
+                return functools.partial(self.rails.acheck, command, self.now)
         assert self.approve is not None
         return functools.partial(approval, self.approve, command, self.now)
 

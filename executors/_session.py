@@ -23,6 +23,7 @@ import msgspec
 from turnstile.core import (
     AwaitApproval,
     CallModel,
+    CheckGuardrail,
     Command,
     Event,
     Finish,
@@ -50,7 +51,7 @@ from ._served import Recorded, forked
 if TYPE_CHECKING:
     from ._journal import Journal
 
-Work = CallModel | RunTool | AwaitApproval
+Work = CallModel | RunTool | AwaitApproval | CheckGuardrail
 """A command that is work to carry out (a `Finish` is none)."""
 
 
@@ -286,10 +287,13 @@ class Session:
         journal's "round" policy no commit comes before a model call, and a tool's start
         takes with it those of the replay-safe calls of `ahead` (the round's rest, begun
         later without a commit of their own)."""
-        if type(command) is RunTool or type(command) is AwaitApproval:
-            if command.id not in self.loop.outstanding_ids():
-                self._ahead.discard(command.id)
+        kind = type(command)
+        if kind is RunTool or kind is AwaitApproval or kind is CheckGuardrail:
+            if command.id not in self.loop.outstanding_ids():  # type: ignore[attr-defined]
+                self._ahead.discard(command.id)  # type: ignore[attr-defined]
                 return False
+        elif kind is CallModel and command.id != self.loop.state.pending_model:  # type: ignore[attr-defined]
+            return False  # a guardrail tripped beside it
         if type(command) is RunTool:
             if command.id in self._ahead:  # recorded with the round's first, and made durable
                 self._ahead.remove(command.id)
@@ -334,7 +338,7 @@ class Session:
                     return None
                 case AwaitApproval() if not approving:
                     self.waiting.append(command)
-                case CallModel() | RunTool() | AwaitApproval():
+                case CallModel() | RunTool() | AwaitApproval() | CheckGuardrail():
                     return command
         return None
 
@@ -355,7 +359,7 @@ class Session:
                     self._apply(ToolStarted(call_id, now=self.now()))
                     work.append(command)
                     tools = True
-                case CallModel() | AwaitApproval():
+                case CallModel() | AwaitApproval() | CheckGuardrail():
                     work.append(command)
         if tools or (work and self._safe is None):
             self.commit()

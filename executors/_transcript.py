@@ -11,6 +11,7 @@ from turnstile.core import (
     Approved,
     Cancelled,
     Denied,
+    GuardrailChecked,
     LoopState,
     ModelFailed,
     ModelReplied,
@@ -219,9 +220,10 @@ def transcript(
 ) -> str:
     """Render a state (finished or not) in the order things happened: each turn's reply with its
     stop and usage, its calls, the approvals and denials they got, their results; failed model
-    calls and a cancel where they came. The results of the calls in `served` (a fork's, answered
-    from its parent's log: `Fork.served`) are marked "(recorded)". `children`: the transcripts
-    of sub-agents' runs, by call id, each shown under its call (`Run.transcript` gives them)."""
+    calls, guardrail checks and a cancel where they came. The results of the calls in `served`
+    (a fork's, answered from its parent's log: `Fork.served`) are marked "(recorded)".
+    `children`: the transcripts of sub-agents' runs, by call id, each shown under its call
+    (`Run.transcript` gives them)."""
     ledger = _Ledger(state, served, children)
     lines = ledger.lines
     for event in state.events:
@@ -244,6 +246,10 @@ def transcript(
             case Cancelled(reason=reason):
                 ledger.flush()
                 lines += _block("! cancelled: ", reason)
+            case GuardrailChecked(check_id=cid, tripped=True, message=msg):
+                lines += _block(f"  ✗ guardrail {cid} tripped: ", msg or "no reason given")
+            case GuardrailChecked(check_id=cid):
+                lines.append(f"  ✓ guardrail {cid} passed")
     ledger.flush()
     for message in state.messages[ledger.next :]:  # only if the events do not account for it
         ledger.write(message)

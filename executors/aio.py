@@ -30,6 +30,7 @@ from turnstile.core import (
     Observation,
     Tool,
 )
+from turnstile.core.guardrails import GuardrailFunction
 from turnstile.core.messages import Message
 
 try:
@@ -39,10 +40,11 @@ except ModuleNotFoundError as error:
 
     raise missing_extra(error, "aio", needed_by="turnstile.executors.aio") from None
 
-from ._agent import Agent, parenting, unpacked
+from ._agent import Agent, agent_guardrails, parenting, unpacked
 from ._driver import Approver, Driver
 from ._effects import JournalArg, opened
 from ._events import Update
+from ._guardrails import Guardrails, as_guardrails
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 from ._run import Run
 from ._session import Session
@@ -77,6 +79,7 @@ async def run(
     *,
     model: AsyncModelClient | ModelClient | str | None = None,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
+    guardrails: Guardrails | Sequence[GuardrailFunction] = (),
     loop: Loop | None = None,
     journal: JournalArg = None,
     approve: Approver | None = None,
@@ -90,7 +93,10 @@ async def run(
     """Drive a loop under asyncio or trio until it finishes, or until only approvals are left to
     wait for.
 
-    Arguments as for `sync.run`; `tool_timeout` applies to tools whose `ToolSpec` sets none.
+    Arguments as for `sync.run`; the guardrails' checks run concurrently with what they were
+    handed out with (the run's input checks with its first model call, a round's checks
+    together), async ones awaited, sync ones in worker threads. `tool_timeout` applies to tools
+    whose `ToolSpec` sets none.
     The calls the loop hands out together are journaled as started, and made durable, before
     the first of them runs. Times come from the event loop's clock (`anyio.current_time`), so
     `turnstile.executors.testing.run_async` makes timeouts, and the waits a retry's
@@ -99,7 +105,9 @@ async def run(
     Raises `TypeError` at once for a `model` that is neither an `AsyncModelClient` nor a
     `ModelClient`. A model string builds an async client.
     """
+    rails = as_guardrails(agent_guardrails(spec, guardrails))
     spec, model, tools = unpacked(spec, model, tools, is_async=True)
+    spec = rails.bound(spec)
     # a list of tools is no runner: not asking the runtime protocol saves a run 12 µs
     runner = Toolbox(tools) if type(tools) is list else as_runner(tools)
     run_call = lazy_caller(runner, deps)
@@ -115,10 +123,9 @@ async def run(
             on_update=on_update,
             on_step=on_step,
         )
+        driver = Driver(session, model, runner, run_call, approve, tool_timeout, deps, rails)
         with parenting(session, model, run):  # its sub-agents' calls run their children here
-            return await Driver(
-                session, model, runner, run_call, approve, tool_timeout, deps
-            ).drive()
+            return await driver.drive()
 
 
 _NO_JOURNAL = contextlib.nullcontext(None)

@@ -9,12 +9,24 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from turnstile.core import CallModel, Command, Event, Loop, LoopSpec, Observation, RunTool, Tool
+from turnstile.core import (
+    CallModel,
+    CheckGuardrail,
+    Command,
+    Event,
+    Loop,
+    LoopSpec,
+    Observation,
+    RunTool,
+    Tool,
+)
+from turnstile.core.guardrails import GuardrailFunction
 from turnstile.core.messages import Message
 
-from ._agent import Agent, parenting, unpacked
+from ._agent import Agent, agent_guardrails, parenting, unpacked
 from ._effects import Approver, JournalArg, answer, call_model, opened, returned
 from ._events import Update
+from ._guardrails import Guardrails, as_guardrails
 from ._protocols import ModelClient, ToolRunner, takes
 from ._run import Run
 from ._session import Session
@@ -27,6 +39,7 @@ def run(
     *,
     model: ModelClient | str | None = None,
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
+    guardrails: Guardrails | Sequence[GuardrailFunction] = (),
     loop: Loop | None = None,
     journal: JournalArg = None,
     approve: Approver | None = None,
@@ -43,12 +56,17 @@ def run(
     (`"openai:gpt-4.1"`, see `turnstile.providers.model_client`); `spec` may be an `Agent`,
     which brings its model and tools (then `model=` and `tools=` are not given again).
     `approve` answers approval requests, else they are returned in `Run.waiting`. `sleep` waits
-    out a retry's `not_before` on `clock` (a fake pair: instant tests). `deps` reaches every tool
+    out a retry's `not_before` on `clock` (a fake pair: instant tests). `guardrails`: the
+    functions `@guardrail` made, for the spec's guardrails (a spec that names none is given
+    them); each check runs here, between the model call and the calls it holds back (a spec's
+    guardrail without a function: `ValueError`). `deps` reaches every tool
     that asks for a `ToolContext` (as its `deps`), nothing else. `journal` is a `Journal` (left
     open) or a path (opened, and closed here); not with `loop`. Starting or resuming, and what
     `on_event`, `on_update`, `on_step` see: `turnstile.executors.Session`, which this drives.
     """
+    rails = as_guardrails(agent_guardrails(spec, guardrails))
     spec, model, tools = unpacked(spec, model, tools, is_async=False)
+    spec = rails.bound(spec)
     run_call = caller(runner := as_runner(tools), deps)
     with opened(journal, loop) as journaled:
         session = Session(
@@ -74,6 +92,8 @@ def run(
                         obs = call_model(model, command, session.now, on_delta=on_delta)
                     case RunTool():
                         obs = returned(command, run_call(command), session.now())
+                    case CheckGuardrail():
+                        obs = rails.check(command, session.now())
                     case _:  # an approval: `next` hands one out only to an approver
                         assert approve is not None
                         obs = answer(command, approve(command), session.now())

@@ -13,9 +13,11 @@ from turnstile.core import (
     AwaitApproval,
     CallModel,
     Cancelled,
+    CheckGuardrail,
     Command,
     Denied,
     Finish,
+    GuardrailChecked,
     LoopState,
     ModelFailed,
     ModelReplied,
@@ -83,6 +85,12 @@ def step_line(step: Command | Observation, *, quote_texts: bool = False) -> str:
             return f"→ await_approval {name}#{call_id} {_args(arguments)}"
         case ToolStarted(call_id=call_id):
             return f"← tool_started {call_id}"
+        case CheckGuardrail(id=check_id):
+            return f"→ check_guardrail {check_id}"
+        case GuardrailChecked(check_id=check_id, tripped=tripped, message=message):
+            return f"← guardrail_checked {check_id}: " + (
+                f"tripped: {message}" if tripped else "passed"
+            )
         case ToolReturned(call_id=call_id, content=content, is_error=is_error):
             if not isinstance(content, str):
                 content = "; ".join(_part(p, quote_texts=True) for p in content)

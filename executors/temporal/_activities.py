@@ -10,7 +10,7 @@ back becomes the observation the loop takes for it (a retryable failure, an inte
 
 from __future__ import annotations
 
-__all__ = ["Activities", "ask_model", "ask_tool", "ask_tool_specs"]
+__all__ = ["Activities", "ask_guardrail", "ask_model", "ask_tool", "ask_tool_specs"]
 
 import asyncio
 from collections.abc import Awaitable, Mapping
@@ -22,6 +22,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 from turnstile.core import (
     CallModel,
+    CheckGuardrail,
+    GuardrailChecked,
     ModelFailed,
     ModelReplied,
     ModelRequest,
@@ -35,16 +37,19 @@ from turnstile.core import (
 from turnstile.core.messages import ModelResponse
 from turnstile.core.state import INTERRUPTED
 from turnstile.executors._effects import model_failed
+from turnstile.executors._guardrails import Guardrails
 from turnstile.executors._invoke import ainvoke
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._toolbox import Toolbox, caller
 
 from ._wire import (
+    GUARDRAIL_ACTIVITY,
     MODEL_ACTIVITY,
     SPECS_ACTIVITY,
     TOOL_ACTIVITY,
     Options,
     decode_call_model,
+    decode_check,
     decode_outcome,
     decode_run_tool,
     decode_specs,
@@ -82,7 +87,14 @@ class Activities:
     """A worker's model calls (its clients by name) and tool calls (its runner, whose tools
     that ask for a `ToolContext` get the worker's `deps`)."""
 
-    def __init__(self, models: Mapping[str, Model], runner: ToolRunner, deps: Any = None) -> None:
+    def __init__(
+        self,
+        models: Mapping[str, Model],
+        runner: ToolRunner,
+        deps: Any = None,
+        rails: Guardrails | None = None,
+    ) -> None:
+        self._rails = rails or Guardrails()
         self._models = models
         self._runner = runner
         self._deps = deps
@@ -122,6 +134,12 @@ class Activities:
             outcome = ToolOutcome(f"{call.name} timed out after {limit:g} s", True)
         return encode(ToolReturned(call.id, outcome.content, outcome.is_error, now=0.0))
 
+    @activity.defn(name=GUARDRAIL_ACTIVITY)
+    async def check_guardrail(self, command: bytes) -> bytes:
+        """A guardrail's check, by the worker's function of that name (none: it trips)."""
+        check = decode_check(command)
+        return encode(await _beating(self._rails.acheck(check, lambda: 0.0)))
+
     async def _invoke(self, call: RunTool) -> ToolOutcome:
         """Async tools are awaited here; everything else runs in a thread."""
         runner = self._runner
@@ -137,14 +155,8 @@ class Activities:
 async def ask_model(options: Options, model: str, command: CallModel) -> Observation:
     """`command` as an activity of the worker that knows `model` by that name."""
     try:
-        data = await workflow.execute_activity(
-            MODEL_ACTIVITY,
-            args=[model, encode(command)],
-            result_type=bytes,
-            activity_id=f"model:{command.id}",
-            start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
-            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
-            retry_policy=_retries(options, options.attempts),
+        data = await _retried(
+            options, MODEL_ACTIVITY, [model, encode(command)], f"model:{command.id}"
         )
     except ActivityError as e:
         message = f"the model call never returned: {e.cause or e}"
@@ -174,6 +186,19 @@ async def ask_tool(options: Options, spec: ToolSpec | None, command: RunTool) ->
     return decode_outcome(data)
 
 
+async def ask_guardrail(options: Options, command: CheckGuardrail) -> Observation:
+    """`command` as an activity, tried `Options.attempts` times (a check may run twice); one
+    whose worker never reports back trips: a guardrail fails closed."""
+    try:
+        data = await _retried(
+            options, GUARDRAIL_ACTIVITY, [encode(command)], f"guardrail:{command.id}"
+        )
+    except ActivityError as e:
+        message = f"the guardrail {command.name} never answered: {e.cause or e}"
+        return GuardrailChecked(command.id, True, message, now=0.0)
+    return decode_outcome(data)
+
+
 async def ask_tool_specs(options: Options) -> tuple[ToolSpec, ...]:
     """The specs of the tools a worker runs, asked of one."""
     data = await workflow.execute_activity(
@@ -184,6 +209,22 @@ async def ask_tool_specs(options: Options) -> tuple[ToolSpec, ...]:
         retry_policy=_retries(options, options.attempts),
     )
     return decode_specs(data)
+
+
+async def _retried(options: Options, name: str, args: list[Any], activity_id: str) -> bytes:
+    """The activity `name`, within a model call's timeout, tried `Options.attempts` times."""
+    return cast(
+        bytes,
+        await workflow.execute_activity(
+            name,
+            args=args,
+            result_type=bytes,
+            activity_id=activity_id,
+            start_to_close_timeout=timedelta(seconds=options.model_timeout_s),
+            heartbeat_timeout=timedelta(seconds=options.heartbeat_s),
+            retry_policy=_retries(options, options.attempts),
+        ),
+    )
 
 
 def _retries(options: Options, attempts: int) -> RetryPolicy:

@@ -30,7 +30,7 @@ from turnstile.core import (
     Started,
 )
 from turnstile.core.messages import Message
-from turnstile.executors._agent import Agent, unpacked
+from turnstile.executors._agent import Agent, agent_guardrails, unpacked
 from turnstile.executors._events import ModelCallStarted, Narrator, Update
 from turnstile.executors._run import Run
 from turnstile.executors._served import Fork
@@ -207,7 +207,10 @@ async def start(
     cannot start from; `TypeError` for an agent whose model is a client (a worker's, known by
     a name) or given `model=` again.
     """
+    rails = agent_guardrails(spec, ())  # an agent's guardrails run in the worker, by name
     spec, name, tools = unpacked(spec, model, (), is_async=None)
+    if rails and not spec.guardrails:
+        spec = msgspec.structs.replace(spec, guardrails=tuple(g.spec for g in rails))
     if not isinstance(name, str):
         raise TypeError(
             f"a Temporal run names its model, and the worker holds the client: give the agent a "

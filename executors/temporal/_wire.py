@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_OPTIONS",
+    "GUARDRAIL_ACTIVITY",
     "MODEL_ACTIVITY",
     "SPECS_ACTIVITY",
     "TASK_QUEUE",
@@ -16,6 +17,7 @@ __all__ = [
     "Input",
     "Options",
     "decode_call_model",
+    "decode_check",
     "decode_input",
     "decode_outcome",
     "decode_run_tool",
@@ -30,6 +32,8 @@ import importlib
 import msgspec
 from turnstile.core import (
     CallModel,
+    CheckGuardrail,
+    GuardrailChecked,
     LoopSpec,
     ModelFailed,
     ModelReplied,
@@ -43,6 +47,7 @@ WORKFLOW = "turnstile.Loop"
 MODEL_ACTIVITY = "turnstile.call_model"
 TOOL_ACTIVITY = "turnstile.run_tool"
 SPECS_ACTIVITY = "turnstile.tool_specs"
+GUARDRAIL_ACTIVITY = "turnstile.check_guardrail"
 TASK_QUEUE = "turnstile"
 
 
@@ -98,7 +103,10 @@ encode = msgspec.json.Encoder(enc_hook=_plain).encode
 decode_input = msgspec.json.Decoder(Input).decode
 decode_call_model = msgspec.json.Decoder(CallModel).decode
 decode_run_tool = msgspec.json.Decoder(RunTool).decode
-decode_outcome = msgspec.json.Decoder(ModelReplied | ModelFailed | ToolReturned).decode
+decode_check = msgspec.json.Decoder(CheckGuardrail).decode
+decode_outcome = msgspec.json.Decoder(
+    ModelReplied | ModelFailed | ToolReturned | GuardrailChecked
+).decode
 decode_specs = msgspec.json.Decoder(tuple[ToolSpec, ...]).decode
 
 

@@ -11,7 +11,9 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 from turnstile.core import Tool
+from turnstile.core.guardrails import GuardrailFunction
 from turnstile.executors._agent import built
+from turnstile.executors._guardrails import Guardrails
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._toolbox import as_runner
 
@@ -50,6 +52,7 @@ def worker(
     *,
     models: Mapping[str, Model | str] | Iterable[str],
     tools: ToolRunner | Iterable[Tool | Callable[..., Any]] = (),
+    guardrails: Iterable[GuardrailFunction] = (),
     deps: Any = None,
     task_queue: str = TASK_QUEUE,
     **options: Any,
@@ -59,7 +62,9 @@ def worker(
 
     `models` are the clients runs name (`start(..., model="name")`): a client, or a model string
     (`"openai:gpt-4.1"`) whose async client is built here from the environment; a list of model
-    strings names each client by its string, as an `Agent`'s does. `tools` run their calls (a
+    strings names each client by its string, as an `Agent`'s does. `guardrails`: the functions
+    (`@guardrail`) of the guardrails runs name, each check run as an activity (a check whose
+    function the worker lacks trips). `tools` run their calls (a
     `Sandbox`, a `Toolbox`, tools), and a spec that names no tools is offered them. `deps`
     reaches every tool that asks for a `ToolContext`, as in `sync.run`: it stays in the worker
     process, never in a history. A sandbox
@@ -72,12 +77,17 @@ def worker(
     Raises `TypeError` for a model that is no client, and `model_client`'s errors for a model
     string (a missing key: `MissingAPIKey`).
     """
-    activities = Activities(clients_of(models), as_runner(tools), deps)
+    activities = Activities(clients_of(models), as_runner(tools), deps, Guardrails(guardrails))
     options.setdefault("workflow_runner", UnsandboxedWorkflowRunner())
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[LoopWorkflow],
-        activities=[activities.call_model, activities.run_tool, activities.tool_specs],
+        activities=[
+            activities.call_model,
+            activities.run_tool,
+            activities.tool_specs,
+            activities.check_guardrail,
+        ],
         **options,
     )

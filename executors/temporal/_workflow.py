@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         Approved,
         CallModel,
         Cancelled,
+        CheckGuardrail,
         Denied,
         Loop,
         LoopSpec,
@@ -37,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from turnstile.executors._served import carried_on
     from turnstile.executors._session import Session
 
-    from ._activities import ask_model, ask_tool, ask_tool_specs
+    from ._activities import ask_guardrail, ask_model, ask_tool, ask_tool_specs
     from ._wire import WORKFLOW, Input, decode_input, encode, typed
 
 # runs started before the workflow asked for the worker's tools replay without asking
@@ -88,6 +89,8 @@ class LoopWorkflow:
                         self._start(command.id, ask_tool(options, tools.get(command.name), command))
                     elif type(command) is CallModel:
                         self._start(command.id, self._call_model(session, command, start))
+                    elif type(command) is CheckGuardrail:  # beside what it was handed out with
+                        self._start(command.id, ask_guardrail(options, command))
                     else:  # an approval: an `answer` update brings it
                         self._asked.add(command.id)
                         self._pending[command.id] = None

@@ -19,10 +19,12 @@ from turnstile.core import (
     AwaitApproval,
     CallModel,
     Cancelled,
+    CheckGuardrail,
     Command,
     Compaction,
     Denied,
     Finish,
+    GuardrailChecked,
     Guards,
     InvalidHistory,
     Loop,
@@ -41,6 +43,7 @@ from turnstile.core import (
     ToolStarted,
 )
 from turnstile.core.conditions import HasToolCall, TextContains, TurnCountIs
+from turnstile.core.guardrails import Guardrail
 from turnstile.core.messages import (
     AssistantMessage,
     ModelResponse,
@@ -58,7 +61,7 @@ from turnstile.core.messages import (
 )
 from turnstile.core.request import Purpose
 
-PENDING_PHASES = ("awaiting_tools", "awaiting_approval")
+PENDING_PHASES = ("awaiting_tools", "awaiting_approval", "checking")
 BUDGET_REASONS = (
     StopReason.max_turns,
     StopReason.deadline,
@@ -78,6 +81,14 @@ UNKNOWN_TOOL = "nope"
 ARGUMENTS: list[dict[str, Any]] = [{}, {"x": 1}, {"x": 2}, {"q": "a", "deep": [1, {"k": None}]}]
 TIME_STEPS = [0.0, 1.0, 4.0, 0.5]
 REFUSALS = (ModelStop.refusal, ModelStop.content_filter)
+RAILS = [  # guardrails a spec may have: none, one of each kind, all three
+    (),
+    (),
+    (Guardrail("pii", "input"),),
+    (Guardrail("safe", "tool_call"),),
+    (Guardrail("tone", "final"),),
+    (Guardrail("pii", "input"), Guardrail("safe", "tool_call"), Guardrail("tone", "final")),
+]
 ODD_STOPS = [  # stop values a reply may carry whatever it holds
     ModelStop.refusal,
     ModelStop.content_filter,
@@ -103,8 +114,8 @@ def specs(
     draw: st.DrawFn, *, guards: Guards | None = None, stop_when: tuple[Any, ...] | None = None
 ) -> LoopSpec:
     """2–4 tools with random scheduling flags; random guards (some off) and stop conditions
-    unless given; sometimes fallback models (priced, maybe with a cost budget) and compaction
-    (in a window that fills in a few turns)."""
+    unless given (and then, sometimes, guardrails); sometimes fallback models (priced, maybe
+    with a cost budget) and compaction (in a window that fills in a few turns)."""
     tools = tuple(
         ToolSpec(
             f"t{i}",
@@ -117,6 +128,7 @@ def specs(
         for i in range(draw(st.integers(2, 4)))
     )
     models = draw(st.sampled_from([(), (), MODELS[:2], MODELS]))
+    random_guards = guards is None  # a world of its own answers no guardrails: none then
     if guards is None:
         guards = Guards(
             max_cost=draw(st.sampled_from([None, 1.0, 3.0])) if models else None,
@@ -138,7 +150,9 @@ def specs(
         )
     system = draw(st.sampled_from([None, "be brief"]))
     compaction = draw(st.sampled_from(COMPACTIONS)) if guards.context_window else None
+    guardrails = draw(st.sampled_from(RAILS)) if random_guards else ()
     return LoopSpec(
+        guardrails=guardrails,
         system=system,
         tools=tools,
         guards=guards,
@@ -212,6 +226,7 @@ class Run:
         self.resumed = False  # the step under way is a Resumed: commands may be handed out again
         self.asked: set[str] = set()
         self.approved: set[str] = set()
+        self.passed: set[str] = set()  # guardrail checks that answered and passed
         self.returned: dict[str, ToolResult] = {}
         self.usage = Usage()
         self.turn_replies = 0
@@ -250,6 +265,8 @@ class Run:
             self.returned[obs.call_id] = ToolResult(obs.call_id, obs.content, obs.is_error)
         elif type(obs) is Approved:
             self.approved.add(obs.call_id)
+        elif type(obs) is GuardrailChecked and not obs.tripped:
+            self.passed.add(obs.check_id)
         return self._take(commands, obs)
 
     def _answered(self, obs: Observation) -> Any:
@@ -259,10 +276,15 @@ class Run:
             ToolReturned: RunTool,
             Approved: AwaitApproval,
             Denied: AwaitApproval,
+            GuardrailChecked: CheckGuardrail,
         }.get(type(obs))
         if wanted is None:
             return None
-        target = getattr(obs, "command_id", None) or getattr(obs, "call_id", None)
+        target = (
+            getattr(obs, "command_id", None)
+            or getattr(obs, "call_id", None)
+            or getattr(obs, "check_id", None)
+        )
         [command] = [c for c in self.waiting if type(c) is wanted and c.id == target]
         return command
 
@@ -273,7 +295,8 @@ class Run:
         for c in commands:
             if type(c) is CallModel:
                 self._check_call_model(c)
-                self.waiting = []  # asking the model again drops everything asked before
+                # asking the model again drops everything asked before, but the input's checks
+                self.waiting = [w for w in self.waiting if type(w) is CheckGuardrail]
             elif type(c) is Finish:
                 assert commands == [c], f"Finish must come alone: {commands}"
                 assert c.reason is not StopReason.unknown
@@ -281,11 +304,15 @@ class Run:
                 assert st_.phase == "done"
                 self.finish = c
                 self.waiting = []
+                self._check_answer(c)
+            elif type(c) is CheckGuardrail:
+                assert c.id not in self.passed, f"{c.id} asked again after it passed"
             else:
                 self._check_tool_command(c, calls)
             if type(c) is not Finish:
                 fresh.append(c)
         self.waiting += fresh
+        self.waiting.sort(key=lambda c: type(c) is CheckGuardrail)  # (as the loop lists them)
         self.commands.append(commands)
         self.snapshots.append(list(self.waiting))
         self._check_state(obs)
@@ -333,6 +360,9 @@ class Run:
         assert call.complete and call.raw_arguments is None, f"{c} for an invalid call"
         assert spec is not None and not spec.finish, f"{c} for an unknown or finish tool"
         again = self.resumed and (c.id not in self.started or spec.replay_safe)
+        for rail in self.spec.guardrails:  # nothing runs, nor is asked, before its checks passed
+            at = {"input": self.model_calls[0].id, "tool_call": c.id}.get(rail.on)
+            assert at is None or f"{at}/{rail.on}/{rail.name}" in self.passed, f"{c} unchecked"
         if type(c) is RunTool:
             assert c.id not in self.ran or again, f"{c.id} ran twice"
             assert not spec.needs_approval or c.id in self.approved, f"{c.id} ran unapproved"
@@ -341,6 +371,14 @@ class Run:
         else:
             assert spec.needs_approval and (c.id not in self.asked or self.resumed)
             self.asked.add(c.id)
+
+    def _check_answer(self, finish: Finish) -> None:
+        """A run that finishes with the model's answer does so once its checks passed."""
+        if finish.reason in (StopReason.completed, StopReason.finish_tool):
+            for rail in self.spec.guardrails:
+                if rail.on == "final":
+                    at = f"{self.model_calls[-1].id}/final/{rail.name}"
+                    assert at in self.passed, f"{finish} before {at} passed"
 
     def _check_state(self, obs: Observation | None) -> None:
         st_ = self.state
@@ -354,6 +392,8 @@ class Run:
         else:
             assert by_key(outstanding) == by_key(self.waiting), "the loop waits on what it asked"
         running = [self.tools[c.name] for c in outstanding if type(c) is RunTool]
+        if any(type(c) is CheckGuardrail for c in outstanding):
+            assert not running and st_.phase in ("awaiting_model", "compacting", "checking")
         if len(running) > 1:
             assert all(t.parallel_safe for t in running), f"a serial call overlapped: {running}"
             resources = [t.resource for t in running if t.resource is not None]
@@ -389,8 +429,12 @@ class Run:
             assert type(last) is Cancelled
         elif reason is StopReason.model_error:
             assert type(last) is ModelFailed
+        elif reason is StopReason.guardrail:
+            assert type(last) is GuardrailChecked and last.tripped
+            assert finish.output["message"] == last.message
         elif reason is StopReason.completed:
-            assert finish.output == text_of(last.response.content)  # type: ignore[union-attr]
+            replied = [o for o in self.observations if type(o) is ModelReplied][-1]
+            assert finish.output == text_of(replied.response.content)
         elif reason is StopReason.finish_tool:
             calls = last_reply_calls(st_.messages).values()
             finishing = [c for c in calls if c.name in self.tools and self.tools[c.name].finish]
@@ -435,6 +479,9 @@ def check_consistent(spec: LoopSpec, loop: Loop, commands: list[Command]) -> Non
     elif phase == "awaiting_approval":
         assert st_.pending_model is None and "approval" in statuses
         assert not statuses & {"running", "started"}
+    elif phase == "checking":
+        assert st_.pending_model is None and st_.checks
+        assert not statuses & {"running", "started"}
     else:
         assert phase == "idle" and outstanding == []
     loaded = Loop.load(spec, loop.dump())
@@ -468,6 +515,9 @@ def world_step(data: st.DataObject, run: Run) -> Observation:
     if 20 <= choice < 24 or not run.waiting:
         return Tick(now=now)
     command = data.draw(st.sampled_from(run.waiting))
+    if type(command) is CheckGuardrail:
+        tripped = data.draw(st.integers(0, 5)) == 3
+        return GuardrailChecked(command.id, tripped, "no" if tripped else "", now=now)
     if type(command) is RunTool and command.id not in run.started and data.draw(st.booleans()):
         return ToolStarted(command.id, now=now)
     if type(command) is CallModel:
@@ -526,7 +576,7 @@ def odd_observation(data: st.DataObject, spec: LoopSpec, loop: Loop) -> Observat
         if type(p) is ToolCall
     }
     call_ids = [*sorted(seen), "ghost"]
-    kind = data.draw(st.integers(0, 6))
+    kind = data.draw(st.integers(0, 7))
     now = last + data.draw(st.sampled_from([*TIME_STEPS, 100.0]))
     if kind == 0:
         tag = f"fz{len(st_.events)}-"
@@ -547,4 +597,8 @@ def odd_observation(data: st.DataObject, spec: LoopSpec, loop: Loop) -> Observat
         return Denied(call_id, now=now)
     if kind == 5:
         return Tick(now=now)
+    if kind == 6:
+        checks = [c.id for c in st_.checks or ()]
+        check_id = data.draw(st.sampled_from([*checks, "ghost", f"{call_id}/tool_call/safe"]))
+        return GuardrailChecked(check_id, data.draw(st.booleans()), now=now)
     return Cancelled(now=now)

@@ -13,6 +13,7 @@ from turnstile.core import (
     Cancelled,
     Compaction,
     Denied,
+    GuardrailChecked,
     Guards,
     Loop,
     LoopSpec,
@@ -29,6 +30,7 @@ from turnstile.core import (
 from turnstile.core._machine import ACCEPTS, MACHINE, NEXT, PHASES, TABLE, trigger
 from turnstile.core.conditions import TurnCountIs
 from turnstile.core.diagram import mermaid
+from turnstile.core.guardrails import Guardrail
 from turnstile.core.messages import (
     AssistantMessage,
     ModelStop,
@@ -151,6 +153,7 @@ TOOLS = (
     ToolSpec("f", finish=True),
 )
 LATE = 100.0  # past every scenario's deadline
+RAILS = tuple(Guardrail(on, on) for on in ("input", "tool_call", "final"))  # type: ignore[arg-type]
 
 
 class Scenario:
@@ -159,16 +162,22 @@ class Scenario:
     def __init__(self, seen: set[Move], **guards: Any) -> None:
         stop_when = guards.pop("stop_when", ())
         compaction = guards.pop("compaction", None)
+        guardrails = guards.pop("guardrails", ())
         limits = {"deadline_s": 10.0, "max_turns": None, **guards}
         if compaction is not None:  # a window small enough to fill in a few turns
             limits.update(context_window=1_000, reserve_tokens=0)
         spec = LoopSpec(
-            tools=TOOLS, guards=Guards(**limits), stop_when=stop_when, compaction=compaction
+            tools=TOOLS,
+            guards=Guards(**limits),
+            stop_when=stop_when,
+            compaction=compaction,
+            guardrails=guardrails,
         )
         self.loop = Loop(spec)
         self.machine = Machine(seen)
         self.now = 0.0
         self.model = ""
+        self.first = ""  # the run's first model call, beside which its input is checked
         self.turn = 0
 
     def _step(self, event: type[Observation], act: Callable[[], list[Any]]) -> None:
@@ -176,6 +185,7 @@ class Scenario:
         for command in act():
             if type(command).__name__ == "CallModel":
                 self.model = command.id
+                self.first = self.first or command.id
         self.machine.moved(before, event, self.loop.state.phase)
 
     def _at(self, late: bool) -> float:
@@ -231,6 +241,16 @@ class Scenario:
     def resumed(self, late: bool = False) -> Scenario:
         obs = Resumed(now=self._at(late))
         self._step(Resumed, lambda: self.loop.send(obs))
+        return self
+
+    def checked(
+        self, on: str, tool: str = "", tripped: bool = False, late: bool = False
+    ) -> Scenario:
+        """A guardrail of `RAILS` answers: the one on the input, on `tool`'s call, or on the
+        answer."""
+        at = {"input": self.first, "tool_call": f"{tool}{self.turn}", "final": self.model}[on]
+        obs = GuardrailChecked(f"{at}/{on}/{on}", tripped, "no", now=self._at(late))
+        self._step(GuardrailChecked, lambda: self.loop.send(obs))
         return self
 
     def cancel(self) -> Scenario:
@@ -335,6 +355,27 @@ def scenarios(seen: set[Move]) -> list[Scenario]:
         compacting(**guards).tick(late=True)
         compacting(**guards).resumed(late=True)
     compacting(**no_finalize).reply(text="summary", late=True)
+    # guardrails: the input checked beside the first call, a round or an answer held for theirs
+    railed = {"guardrails": RAILS}
+    new(**railed).start().checked("input").reply("a").checked("tool_call", "a").result("a")
+    new(**railed).start().checked("input", tripped=True)
+    new(**railed).start().reply("a", "h").checked("input").checked("tool_call", "a").cancel()
+    new(**railed).start().reply("h").checked("input").checked("tool_call", "h").deny("h")
+    new(**railed).start().reply("a").checked("input").checked("tool_call", "a", tripped=True)
+    new(**railed).start().reply("a").tick().resumed().checked("input").tick(late=True)
+    new(**railed).start().reply("a").resumed(late=True)
+    new(**railed).start().reply("a").checked("input").checked("tool_call", "a", late=True)
+    new(**railed).start().reply().checked("input").checked("final")
+    finals = {"guardrails": RAILS[2:]}
+    new(**finals).start().reply("a", "f").result("a").checked("final")
+    new(**finals).start().reply("a", "f").started("a").resumed().checked("final", tripped=True)
+    new(**finals).start().reply("h", "f").deny("h").checked("final")
+    inputs = {"guardrails": RAILS[:1], **summarize}
+    new(**inputs).start(given).checked("input").reply(text="so far").reply()
+    new(**inputs).start(given).checked("input", tripped=True)
+    new(**railed).start().reply(stop=ModelStop.pause).checked("input", late=True)
+    unchecked = new(**inputs).start().reply("nope", text="y" * half)
+    unchecked.reply("nope", text="y" * half).checked("input", late=True)  # compacting, late
     return made
 
 

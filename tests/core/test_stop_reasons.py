@@ -316,6 +316,7 @@ def test_every_stop_reason_is_covered() -> None:
         "cancelled",
         "invalid_output",  # tests/core/test_output.py
         "cost_budget",  # tests/core/test_cost.py
+        "guardrail",  # tests/core/test_checking.py
     }
     assert covered == {r.value for r in StopReason} - {"unknown"}
     assert next(iter(StopReason)) is StopReason.unknown

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import json
 
-from turnstile.core import Cancelled, Guards, Loop, LoopSpec, ModelError, ModelReplied, tool
+from turnstile.core import (
+    Cancelled,
+    GuardrailChecked,
+    Guards,
+    Loop,
+    LoopSpec,
+    ModelError,
+    ModelReplied,
+    ToolSpec,
+    tool,
+)
+from turnstile.core.guardrails import Guardrail
 from turnstile.core.messages import (
     AssistantMessage,
     ModelResponse,
@@ -203,3 +214,22 @@ def test_a_reply_given_in_the_prompt_is_not_a_turn() -> None:
         "assistant: now this",
         "── completed after 1 turn · 10 in / 5 out ──",
     )
+
+
+def test_guardrail_checks_and_a_trip_come_where_they_were_answered() -> None:
+    spec = LoopSpec(
+        tools=[ToolSpec("rm")],
+        guardrails=[Guardrail("pii", "input"), Guardrail("safe", "tool_call")],
+    )
+    loop = Loop(spec)
+    loop.start("clean up", now=0.0)
+    reply = ModelResponse([ToolCall("c1", "rm", {"path": "/"})], ModelStop.tool_use)
+    loop.send(ModelReplied("model-1", reply, now=1.0))
+    loop.send(GuardrailChecked("model-1/input/pii", False, now=2.0))
+    loop.send(GuardrailChecked("c1/tool_call/safe", True, "not /", now=3.0))
+    assert transcript(loop.state).splitlines()[3:] == [
+        "  ✓ guardrail model-1/input/pii passed",
+        "  ✗ guardrail c1/tool_call/safe tripped: not /",
+        "  ✗ rm: not run: the guardrail safe tripped: not /",
+        "── guardrail after 1 turn · 0 in / 0 out ──",
+    ]
