@@ -13,6 +13,7 @@ __all__ = ["serve"]
 import contextlib
 import errno
 import os
+import select
 import signal
 import socket
 import sys
@@ -163,14 +164,15 @@ def serve(
     needed: tuple[str, ...] = (),
 ) -> NoReturn:
     """Wait on `sock` for the call (in a memfd) and its result and output pipes, confine this
-    process (the launcher and init recorded the layers they `made`; `covers` holds the way to
-    the host's mount namespace if they built the call a root, `workdir` the work dir they made
-    in the call's tmpfs), then run the call or, for a probe, report the layers; exits, never
-    returns. Made `ahead` of its call, it rehearses while it waits. Without a root of its own,
-    Landlock lets it read only the host paths its root would hold (`needed`)."""
+    process (the launcher, init and this process ahead of its call recorded the layers they
+    `made`; `covers` holds the way to the host's mount namespace if they built the call a root,
+    `workdir` the work dir made in the call's tmpfs), then run the call or, for a probe, report
+    the layers; exits, never returns. Made `ahead` of its call, it rehearses while it waits
+    (unless the call is there already). Without a root of its own, Landlock lets it read only
+    the host paths its root would hold (`needed`)."""
     set_parent_death_signal(signal.SIGKILL)
     made = {**made, "ipc_namespace": _private_ipc(covers)}
-    if ahead:
+    if ahead and not select.select([sock], [], [], 0)[0]:  # not if its call is there already
         with contextlib.suppress(Exception):  # it would only have saved time
             _rehearse()
     _, fds = receive(sock) or (None, [])

@@ -1,5 +1,5 @@
 """The few Linux calls Python 3.11's `os` lacks (unshare, setns, mount, pivot_root, prctl),
-through ctypes.
+through ctypes; and the sandbox's ways with its child processes (waiting, sweeping).
 
 Each raises `OSError` with the kernel's errno, so a caller can report exactly why a layer of
 the sandbox is missing on this machine.
@@ -22,6 +22,8 @@ __all__ = [
     "drop_capabilities",
     "enter_user_namespace",
     "install_seccomp_filter",
+    "keep_only",
+    "kill_the_rest",
     "libc",
     "limit_malloc_arenas",
     "mount_mqueue",
@@ -35,13 +37,18 @@ __all__ = [
     "set_child_subreaper",
     "set_parent_death_signal",
     "setns",
+    "still_running",
     "unshare",
+    "wait_for",
     "write_file",
 ]
 
+import contextlib
 import ctypes
 import errno
 import os
+import resource
+import signal
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -308,3 +315,44 @@ def children() -> list[int]:
         if int(fields[1]) == me:
             pids.append(int(entry))
     return pids
+
+
+def still_running() -> bool:
+    """Reap exited children; True if any child is still running."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def keep_only(*fds: int) -> None:
+    """Close every inherited descriptor above stderr but `fds`."""
+    low = 3
+    for fd in sorted(fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def wait_for(pid: int) -> int:
+    """Wait for child `pid` (reaping any other child that ends first); its wait status."""
+    while True:
+        reaped, wait_status = os.waitpid(-1, 0)
+        if reaped == pid:
+            return wait_status
+
+
+def kill_the_rest() -> bool:
+    """As pid 1 of a call's pid namespace: kill and reap every other process in it (a call's
+    strays); True if any was still running."""
+    found = False
+    while still_running():
+        found = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)  # every process of the namespace but this one
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(-1, 0)
+    return found
