@@ -162,6 +162,7 @@ def serve(
     workdir: str | None,
     ahead: bool,
     needed: tuple[str, ...] = (),
+    made_them: int = -1,
 ) -> NoReturn:
     """Wait on `sock` for the call (in a memfd) and its result and output pipes, confine this
     process (the launcher, init and this process ahead of its call recorded the layers they
@@ -169,9 +170,13 @@ def serve(
     `workdir` the work dir made in the call's tmpfs), then run the call or, for a probe, report
     the layers; exits, never returns. Made `ahead` of its call, it rehearses while it waits
     (unless the call is there already). Without a root of its own, Landlock lets it read only
-    the host paths its root would hold (`needed`)."""
+    the host paths its root would hold (`needed`). It tells init on `made_them` once it has
+    made its namespaces."""
     set_parent_death_signal(signal.SIGKILL)
     made = {**made, "ipc_namespace": _private_ipc(covers)}
+    if made_them >= 0:  # init holds this process's namespaces from here on
+        os.write(made_them, b".")
+        os.close(made_them)
     if ahead and not select.select([sock], [], [], 0)[0]:  # not if its call is there already
         with contextlib.suppress(Exception):  # it would only have saved time
             _rehearse()

@@ -81,6 +81,7 @@ much CPU time as its processes use in that while."""
 
 
 _NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace", "ipc_namespace")
+_HELD = ("mnt", "ipc")
 _no_user_namespace = ""
 """Why this launcher, not root, could not make a user namespace (if it tried and failed)."""
 
@@ -128,6 +129,20 @@ def _call_mounts(kind: Tree, layers: dict[str, Layer]) -> str | None:
     return workdir
 
 
+def _hold(pid: int, made: int) -> list[int]:
+    """Once the call's process `pid` says on `made` that it has made its namespaces, hold
+    them: their teardown (unmounting a mount namespace waits for RCU) is then init's to do
+    after the call's answer, not the call's own exit's, on its way."""
+    try:
+        if not os.read(made, 1):
+            return []
+        return [os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC) for ns in _HELD]
+    except OSError:
+        return []
+    finally:
+        os.close(made)
+
+
 def _init(
     kind: Tree, layers: dict[str, Layer], cgroup: Cgroup | None, up: int, down: int, ahead: bool
 ) -> None:
@@ -170,14 +185,21 @@ def _init(
     launcher = socket.socket(fileno=up)
     frame(Exited(0, False))  # a first run, so that the one after the call is quicker
     serving = os.getpid() == 1
+    held: list[int] = []
     while True:
         gc.freeze()
+        made, tell = os.pipe()
         pid = os.fork()
         if pid == 0:
-            os.close(up)
+            for fd in (up, made, *held):
+                os.close(fd)
             mine = dict(layers)
             workdir = _call_mounts(kind, mine)
-            child.serve(socket.socket(fileno=down), mine, covers, workdir, ahead, kind.needed)
+            child.serve(socket.socket(fileno=down), mine, covers, workdir, ahead, kind.needed, tell)
+        os.close(tell)
+        for fd in held:
+            os.close(fd)  # the last call's namespaces go now, off its answer's way
+        held = _hold(pid, made)
         wait_status = wait_for(pid)
         send(launcher, Exited(wait_status, kill_the_rest() if serving else still_running()))
         if not serving:
@@ -359,8 +381,9 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
 
 class _Trees:
     """Makes the launcher's trees: one as a call comes or, once told to `prepare`, one ahead
-    of its first call, kept while its calls end cleanly. Only trees with a pid namespace are
-    kept or made ahead: after a call without one the launcher sweeps up every child it has."""
+    of its first call, kept while its calls end cleanly. Only a tree with a pid namespace is
+    kept: after a call without one the launcher sweeps up every child it has, then makes the
+    next tree."""
 
     def __init__(self) -> None:
         limit_malloc_arenas(2)  # once, here, for every call's processes
@@ -405,11 +428,10 @@ class _Trees:
             self._ready = self._make(self._ahead, True)
 
     def prepare(self, message: Prepare) -> None:
-        if "pid_namespace" in message.tree.layers:
-            _load_core()
-            self.discard()
-            self._ahead = message.tree
-            self._refill()
+        _load_core()
+        self.discard()
+        self._ahead = message.tree
+        self._refill()
 
     def start(self, start: Start, fds: list[int]) -> _Tree:
         """Hand the call to the ready tree if it was made for calls like it, else to a new
@@ -429,8 +451,8 @@ class _Trees:
         """Once a call is done: keep its tree for the next call if it serves calls in turn
         and this one ended cleanly (its process exited with 0, leaving none running), else
         close it and make the next."""
-        kept = self._ahead == tree.kind and self._ready is None and tree.pidfd >= 0
-        kept = kept and done == Done(False, False, 0) and tree.idle()
+        kept = self._ahead == tree.kind and self._ready is None and tree.pid_namespace
+        kept = kept and tree.pidfd >= 0 and done == Done(False, False, 0) and tree.idle()
         if kept and (tree.cgroup is None or not tree.cgroup.oom_killed()):
             self._ready = tree
             return
