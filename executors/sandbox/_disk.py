@@ -10,13 +10,16 @@ file of one call is there for the next, and the host touches no file for a call.
 
 from __future__ import annotations
 
-__all__ = ["own_workdir"]
+__all__ = ["call_mounts", "own_workdir"]
 
 import os
+from collections.abc import Callable
 
+from ._layers import Layer
 from ._limits import SandboxLimits, size
 from ._linux import mount_tmpfs
-from ._view import make_room
+from ._view import make_room, own_mounts
+from ._wire import Tree
 
 _BYTES_PER_FILE = 4096
 _SHM = "mode=1777,size=64m"
@@ -34,3 +37,26 @@ def own_workdir(home: str, limits: SandboxLimits) -> tuple[str, str]:
     path = os.path.join(home, os.urandom(8).hex())
     os.mkdir(path, 0o700)
     return path, f"a tmpfs of {size(limits.disk_bytes)} and {files} files, gone with the call"
+
+
+def call_mounts(
+    kind: Tree, layers: dict[str, Layer], failed: Callable[[OSError], Layer]
+) -> str | None:
+    """In a call's process, ahead of its call: a mount namespace of its own, copying its tree's
+    root, and there the call's own tmpfs (its work dir in it) and /dev/shm, all gone with the
+    call. Returns the work dir (its tree's home where the tmpfs failed: a call is refused)."""
+    if layers.get("mount_namespace", Layer(False, "")).in_force:
+        try:
+            own_mounts()
+        except OSError as e:
+            layers["mount_namespace"] = failed(e)
+    workdir = kind.home
+    if "workdir_tmpfs" in kind.layers:
+        try:
+            if not layers.get("mount_namespace", Layer(False, "")).in_force or not kind.home:
+                raise OSError("needs mount_namespace")
+            workdir, detail = own_workdir(kind.home, kind.limits)
+            layers["workdir_tmpfs"] = Layer(True, detail)
+        except OSError as e:
+            layers["workdir_tmpfs"] = failed(e)
+    return workdir

@@ -52,7 +52,7 @@ import socket
 from . import _child as child
 from . import _seccomp as seccomp
 from ._cgroup import Cgroup
-from ._disk import own_workdir
+from ._disk import call_mounts
 from ._layers import Layer
 from ._linux import (
     CLONE_NEWNET,
@@ -60,6 +60,7 @@ from ._linux import (
     CLONE_NEWPID,
     children,
     enter_user_namespace,
+    hold_namespaces,
     keep_only,
     kill_the_rest,
     limit_malloc_arenas,
@@ -71,7 +72,7 @@ from ._linux import (
     unshare,
     wait_for,
 )
-from ._view import own_mounts, reveal
+from ._view import reveal
 from ._wire import Done, Exited, Kill, Prepare, Start, Tree, frame, receive, send
 
 _CPUS = len(os.sched_getaffinity(0))
@@ -81,7 +82,6 @@ much CPU time as its processes use in that while."""
 
 
 _NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace", "ipc_namespace")
-_HELD = ("mnt", "ipc")
 _no_user_namespace = ""
 """Why this launcher, not root, could not make a user namespace (if it tried and failed)."""
 
@@ -106,41 +106,6 @@ def _own_layers() -> dict[str, Layer]:
     except OSError as e:
         layers["subreaper"] = _failed(e)
     return layers
-
-
-def _call_mounts(kind: Tree, layers: dict[str, Layer]) -> str | None:
-    """In a call's process, ahead of its call: a mount namespace of its own, copying its tree's
-    root, and there the call's own tmpfs (its work dir in it) and /dev/shm, all gone with the
-    call. Returns the work dir (its tree's home where the tmpfs failed: a call is refused)."""
-    if layers.get("mount_namespace", Layer(False, "")).in_force:
-        try:
-            own_mounts()
-        except OSError as e:
-            layers["mount_namespace"] = _failed(e)
-    workdir = kind.home
-    if "workdir_tmpfs" in kind.layers:
-        try:
-            if not layers.get("mount_namespace", Layer(False, "")).in_force or not kind.home:
-                raise OSError("needs mount_namespace")
-            workdir, detail = own_workdir(kind.home, kind.limits)
-            layers["workdir_tmpfs"] = Layer(True, detail)
-        except OSError as e:
-            layers["workdir_tmpfs"] = _failed(e)
-    return workdir
-
-
-def _hold(pid: int, made: int) -> list[int]:
-    """Once the call's process `pid` says on `made` that it has made its namespaces, hold
-    them: their teardown (unmounting a mount namespace waits for RCU) is then init's to do
-    after the call's answer, not the call's own exit's, on its way."""
-    try:
-        if not os.read(made, 1):
-            return []
-        return [os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC) for ns in _HELD]
-    except OSError:
-        return []
-    finally:
-        os.close(made)
 
 
 def _init(
@@ -194,12 +159,12 @@ def _init(
             for fd in (up, made, *held):
                 os.close(fd)
             mine = dict(layers)
-            workdir = _call_mounts(kind, mine)
+            workdir = call_mounts(kind, mine, _failed)
             child.serve(socket.socket(fileno=down), mine, covers, workdir, ahead, kind.needed, tell)
         os.close(tell)
         for fd in held:
             os.close(fd)  # the last call's namespaces go now, off its answer's way
-        held = _hold(pid, made)
+        held = hold_namespaces(pid, made)
         wait_status = wait_for(pid)
         send(launcher, Exited(wait_status, kill_the_rest() if serving else still_running()))
         if not serving:

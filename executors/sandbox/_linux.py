@@ -21,6 +21,7 @@ __all__ = [
     "detach",
     "drop_capabilities",
     "enter_user_namespace",
+    "hold_namespaces",
     "install_seccomp_filter",
     "keep_only",
     "kill_the_rest",
@@ -356,3 +357,19 @@ def kill_the_rest() -> bool:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(-1, 0)
     return found
+
+
+def hold_namespaces(pid: int, made: int) -> list[int]:
+    """Once the call's process `pid` says on `made` that it has made its namespaces, hold
+    them: their teardown (unmounting a mount namespace waits for RCU) is then init's to do
+    after the call's answer, not the call's own exit's, on its way."""
+    try:
+        if not os.read(made, 1):
+            return []
+        return [
+            os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC) for ns in ("mnt", "ipc")
+        ]
+    except OSError:
+        return []
+    finally:
+        os.close(made)
