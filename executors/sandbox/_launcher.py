@@ -160,7 +160,7 @@ def _init(
                 os.close(fd)
             mine = dict(layers)
             workdir = call_mounts(kind, mine, _failed)
-            child.serve(socket.socket(fileno=down), mine, covers, workdir, ahead, kind.needed, tell)
+            child.serve(socket.socket(fileno=down), mine, covers, workdir, kind, ahead, tell)
         os.close(tell)
         for fd in held:
             os.close(fd)  # the last call's namespaces go now, off its answer's way

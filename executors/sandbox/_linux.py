@@ -173,10 +173,12 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install_seccomp_filter(program: bytes) -> None:
+def install_seccomp_filter(program: bytes, *, no_new_privs_first: bool = True) -> None:
     """Install a seccomp BPF `program` (8-byte instructions) on this thread, setting
-    no_new_privs first as `seccomp_load` does; like it, without flags."""
-    no_new_privs()
+    no_new_privs first as `seccomp_load` does (unless told not to: the kernel then wants
+    CAP_SYS_ADMIN); like it, without flags."""
+    if no_new_privs_first:
+        no_new_privs()
     code = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
     _check(
