@@ -13,6 +13,7 @@ __all__ = ["serve"]
 import contextlib
 import errno
 import os
+import select
 import signal
 import socket
 import sys
@@ -24,7 +25,7 @@ from msgspec.json import encode
 from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
 from turnstile.executors._invoke import ainvoke, failure, invoke
 
-from ._confine import RESULT_FD, confine, plumb, rehearse
+from ._confine import AT_CALL, RESULT_FD, confine, plumb, rehearse
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
 from ._linux import set_parent_death_signal
@@ -36,6 +37,7 @@ from ._wire import (
     Message,
     Report,
     Result,
+    Tree,
     decode_deps,
     decode_only,
     frame,
@@ -154,25 +156,59 @@ def _show_own_paths(call: Call, covers: dict[str, int], tmpfs: str | None) -> La
     return Layer(True, f"{detail}, its work dir and writable paths read-write; no other path")
 
 
+def _confined_ahead(
+    kind: Tree, workdir: str, made: dict[str, Layer], covers: dict[str, int]
+) -> dict[str, Layer] | None:
+    """In a process made ahead of its call in a root of its own, with its work dir in its own
+    tmpfs (holding CAP_SYS_ADMIN there): take every step of confinement but those `AT_CALL`,
+    as for a call like those its tree is made for. The layers of those steps, None if not."""
+    if not made.get("workdir_tmpfs", Layer(False, "")).in_force or "/" not in covers:
+        return None
+    uid = 0 if "separate_uid" in kind.layers else None  # its call's, which will be another
+    like = Call(
+        tool="",
+        spec=ToolSpec("ahead"),
+        arguments=None,
+        workdir=workdir,
+        uid=uid,
+        limits=kind.limits,
+        layers=kind.layers,
+    )
+    layers = {"private_root": _show_own_paths(like, covers, os.path.dirname(workdir))}
+    ahead = tuple(name for name in LAYERS if name not in AT_CALL)
+    confine(like, set(kind.layers), layers, kind.needed, ahead)
+    return layers
+
+
 def serve(
     sock: socket.socket,
     made: dict[str, Layer],
     covers: dict[str, int],
     workdir: str | None,
+    kind: Tree,
     ahead: bool,
-    needed: tuple[str, ...] = (),
+    made_them: int = -1,
 ) -> NoReturn:
     """Wait on `sock` for the call (in a memfd) and its result and output pipes, confine this
-    process (the launcher and init recorded the layers they `made`; `covers` holds the way to
-    the host's mount namespace if they built the call a root, `workdir` the work dir they made
-    in the call's tmpfs), then run the call or, for a probe, report the layers; exits, never
-    returns. Made `ahead` of its call, it rehearses while it waits. Without a root of its own,
-    Landlock lets it read only the host paths its root would hold (`needed`)."""
+    process (the launcher, init and this process ahead of its call recorded the layers they
+    `made`; `covers` holds the way to the host's mount namespace if they built the call a root,
+    `workdir` the work dir made in the call's tmpfs), then run the call or, for a probe, report
+    the layers; exits, never returns. Made `ahead` of its call for calls like `kind`, it
+    rehearses and confines itself while it waits (unless the call is there already), all but
+    the steps that take the call. Without a root of its own, Landlock lets it read only the
+    host paths its root would hold (`kind.needed`). It tells init on `made_them` once it has
+    made its namespaces."""
     set_parent_death_signal(signal.SIGKILL)
     made = {**made, "ipc_namespace": _private_ipc(covers)}
-    if ahead:
+    if made_them >= 0:  # init holds this process's namespaces from here on
+        os.write(made_them, b".")
+        os.close(made_them)
+    early = None
+    if ahead and not select.select([sock], [], [], 0)[0]:  # not if its call is there already
         with contextlib.suppress(Exception):  # it would only have saved time
             _rehearse()
+        if workdir:
+            early = _confined_ahead(kind, workdir, made, covers)
     _, fds = receive(sock) or (None, [])
     sock.close()
     if len(fds) != 3:
@@ -188,12 +224,18 @@ def serve(
     code = 0
     try:
         call, tmpfs = _own_workdir(call, workdir, layers)
-        root = _show_own_paths(call, covers, tmpfs)
+        if early is None:
+            root = _show_own_paths(call, covers, tmpfs)
+        else:  # (a call like those of its tree, or it is refused)
+            like = (call.layers, call.limits, call.probe) == (kind.layers, kind.limits, False)
+            root = early.pop("private_root") if like else Layer(False, "made for other calls")
+            layers.update((name, layer) for name, layer in early.items() if name in wanted)
         if "private_root" in wanted:
             layers["private_root"] = root
         plumb(result_fd, output_fd)  # closes the covers' handles too
         ready = all(layer.in_force for layer in layers.values())
-        ready = confine(call, wanted, layers, needed) and ready
+        steps = LAYERS if early is None else AT_CALL
+        ready = confine(call, wanted, layers, kind.needed, steps) and ready
         if call.probe:
             _write(Report(layers))
         elif not ready:

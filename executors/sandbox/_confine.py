@@ -8,7 +8,7 @@ uid changes), and seccomp comes last so that it need not allow the steps before 
 
 from __future__ import annotations
 
-__all__ = ["confine", "plumb", "rehearse"]
+__all__ = ["AT_CALL", "confine", "plumb", "rehearse"]
 
 import os
 import resource
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from . import _landlock as landlock
 from . import _seccomp as seccomp
-from ._layers import Layer
+from ._layers import LAYERS, Layer
 from ._linux import drop_capabilities, no_new_privs
 from ._view import interpreter_paths, unreadable
 from ._wire import Call
@@ -114,12 +114,19 @@ def _separate_uid(call: Call) -> str:
 
 
 def _socket_families(call: Call) -> str:
-    return seccomp.load("socket_families", network=call.limits.network)
+    return seccomp.load("socket_families", network=call.limits.network, privileged=_privileged)
 
 
 def _seccomp(call: Call) -> str:
-    return seccomp.load("seccomp", network=call.limits.network)
+    return seccomp.load("seccomp", network=call.limits.network, privileged=_privileged)
 
+
+AT_CALL = ("no_new_privs", "separate_uid")
+"""The steps a call's process made ahead of its call leaves for when the call comes: those
+that take the call's uid, or that would make the process look confined (no_new_privs) before
+any call is in it. It takes the others ahead, holding the privileges they then need."""
+_privileged = False
+"""Whether the steps now taken are taken ahead, before no_new_privs (see `AT_CALL`)."""
 
 _STEPS: tuple[tuple[str, Callable[[Call], str]], ...] = (
     ("socket_families", _socket_families),
@@ -133,15 +140,22 @@ _STEPS: tuple[tuple[str, Callable[[Call], str]], ...] = (
 
 
 def confine(
-    call: Call, wanted: set[str], layers: dict[str, Layer], readable: tuple[str, ...] = ()
+    call: Call,
+    wanted: set[str],
+    layers: dict[str, Layer],
+    readable: tuple[str, ...] = (),
+    steps: tuple[str, ...] = LAYERS,
 ) -> bool:
-    """Apply each wanted step, recording how it went in `layers`. A real call stops at the
-    first failure (returns False); a probe tries them all. Without a root of its own, the call
-    may read only `readable` of the host (and its work dir, writable paths and devices)."""
-    global _readable
+    """Apply each wanted step of `steps`, recording how it went in `layers`. A real call stops
+    at the first failure (returns False); a probe tries them all. Without a root of its own,
+    the call may read only `readable` of the host (and its work dir, writable paths and
+    devices). Without no_new_privs among `steps`, the others are taken ahead of the call, with
+    the privileges (CAP_SYS_ADMIN) they then need."""
+    global _readable, _privileged
     _readable = readable
+    _privileged = "no_new_privs" not in steps
     for name, step in _STEPS:
-        if name not in wanted:
+        if name not in wanted or name not in steps:
             continue
         try:
             layers[name] = Layer(True, step(call))

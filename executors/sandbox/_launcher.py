@@ -1,34 +1,38 @@
-"""The launcher: a clean interpreter that forks one confined process tree per call.
+"""The launcher: a clean interpreter that forks the process trees its calls run in.
 
 The host starts it (`python -I -c BOOT`) in its own session with a scrubbed environment, then
 sends `Start`s over a unix socket. A cold sandbox uses a launcher for one call; a warm one keeps
-it and forks from it again. Per call:
+it. A tree serves a launcher's calls in turn, one process per call:
 
-    launcher ─ fork ─> init (pid 1 of a new pid namespace; new mount and net namespaces)
-                        └─ fork ─> tool process (waits for its call, confines itself, runs it)
+    launcher ─ fork ─> init (pid 1 of a new pid namespace; new mount and net namespaces; the
+                        │    calls' root built once)
+                        └─ fork ─> a call's process (a mount namespace of its own copying the
+                                   root, with a fresh tmpfs for its work dir and /dev/shm, an
+                                   IPC namespace of its own; waits for its call, confines
+                                   itself, runs it), then the next call's, ...
 
-A tree is made before it is handed its call, and serves that one call only. A launcher told to
-`Prepare` (a warm one) makes the next call's tree while the current call runs, so a call costs
-a hand-over instead of two forks and three namespaces; nothing in a tree runs tool code before
-the tool process has confined itself for its call. The launcher never reads a call (it passes
-the memfd holding it on to the tool's process): every tree it forks comes from a state that
-never held another call's arguments.
+Init forks each call's process once the last one has ended and it has killed whatever that
+call left running, so a warm call costs a hand-over to a process already made: no fork, no
+namespace, no root to build, no process to tear down before the answer. Nothing in a tree runs
+tool code before the call's process has confined itself for its call, and no process of a call
+outlives it. A tree whose call ended otherwise than cleanly (killed, at a limit, a crash,
+processes left running) is discarded and a new one made. The launcher never reads a call (it
+passes the memfd holding it on to the call's process): every process it or init forks comes
+from a state that never held another call's arguments.
 
-Each tree joins a cgroup of its own (see `_cgroup`), made with it: the launcher reads the call's
-CPU time from it while the call runs, and kills the call at its CPU limit.
+Each tree joins a cgroup of its own, made with it: the launcher reads a call's CPU time from it
+while the call runs, and kills the tree at the call's CPU limit.
 
-When the tool's process exits, init tells the launcher how it ended and whether anything else
-was left, then exits; the kernel kills whatever is left in the namespace. The launcher answers
-`Done` once init has exited, and so every process of the call with it (init's exit waits for
-the rest of its namespace), never while one still runs. `Kill` from the host SIGKILLs init (same
-effect).
-Without pid namespaces the launcher is a child subreaper instead: orphans come back to it and
-are killed before `Done`, and trees are made only when their call comes.
+When a call's process exits, init kills and reaps the rest of the namespace, then tells the
+launcher how the call ended; the launcher answers `Done` only then, never while a process of
+the call still runs. `Kill` from the host SIGKILLs init (the kernel kills the whole namespace).
+Without pid namespaces the launcher is a child subreaper instead: a tree serves one call, and
+orphans come back to the launcher and are killed before `Done`.
 
 Not root, a launcher makes its calls' namespaces in a user namespace of its own (mapping only
 its own uid), made before its first tree: it forks once into it, the fork serving as the
 launcher (pid 1 of a pid namespace of its own, so that it can come back to it after making each
-call's) while the first process waits for it to end.
+tree's) while the first process waits for it to end.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import socket
 from . import _child as child
 from . import _seccomp as seccomp
 from ._cgroup import Cgroup
-from ._disk import own_workdir
+from ._disk import call_mounts
 from ._layers import Layer
 from ._linux import (
     CLONE_NEWNET,
@@ -56,12 +60,17 @@ from ._linux import (
     CLONE_NEWPID,
     children,
     enter_user_namespace,
+    hold_namespaces,
+    keep_only,
+    kill_the_rest,
     limit_malloc_arenas,
     private_mounts,
     set_child_subreaper,
     set_parent_death_signal,
     setns,
+    still_running,
     unshare,
+    wait_for,
 )
 from ._view import reveal
 from ._wire import Done, Exited, Kill, Prepare, Start, Tree, frame, receive, send
@@ -99,33 +108,14 @@ def _own_layers() -> dict[str, Layer]:
     return layers
 
 
-def _still_running() -> bool:
-    """Reap exited children; True if any child is still running."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        if pid == 0:
-            return True
-
-
-def _keep_only(*fds: int) -> None:
-    """Close every inherited descriptor above stderr but `fds`."""
-    low = 3
-    for fd in sorted(fds):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-
-
 def _init(
     kind: Tree, layers: dict[str, Layer], cgroup: Cgroup | None, up: int, down: int, ahead: bool
 ) -> None:
-    """A call's init: join the call's cgroup, finish the namespaces (building the call's root),
-    make the call's work dir in a tmpfs of its own in that root, fork the tool's process
-    (which waits on `down` for its call), wait for it, and tell the launcher on `up` how it
-    ended. Its exit makes the kernel kill the rest of the pid namespace, and drop the tmpfs."""
+    """A tree's init: join its cgroup, finish the namespaces (building the calls' root), then
+    serve the launcher's calls in turn: fork each call's process (which makes its own mounts
+    and waits on `down` for its call), wait for it, kill whatever else it left running, and
+    tell the launcher on `up` how it ended. Without a pid namespace (no strays to kill), one
+    call only. Its exit makes the kernel kill the rest of the pid namespace."""
     set_parent_death_signal(signal.SIGKILL)
     if cgroup is not None:
         try:
@@ -151,41 +141,40 @@ def _init(
             layers["mount_namespace"] = Layer(True, detail)
         except OSError as e:
             layers["mount_namespace"] = _failed(e)
-    workdir = kind.home  # where a call whose tmpfs failed is refused (a probe goes on there)
-    if "workdir_tmpfs" in kind.layers:
-        try:
-            if not layers.get("mount_namespace", Layer(False, "")).in_force or not kind.home:
-                raise OSError("needs mount_namespace")
-            workdir, detail = own_workdir(kind.home, kind.limits)
-            layers["workdir_tmpfs"] = Layer(True, detail)
-        except OSError as e:
-            layers["workdir_tmpfs"] = _failed(e)
     if "network_namespace" in kind.layers:
         try:
             unshare(CLONE_NEWNET)
             layers["network_namespace"] = Layer(True, "no interface but a loopback that is down")
         except OSError as e:
             layers["network_namespace"] = _failed(e)
-    pid = os.fork()
-    if pid == 0:
-        os.close(up)
-        child.serve(socket.socket(fileno=down), layers, covers, workdir, ahead, kind.needed)
-    os.close(down)
-    for handle in covers.values():
-        os.close(handle)
     launcher = socket.socket(fileno=up)
     frame(Exited(0, False))  # a first run, so that the one after the call is quicker
+    serving = os.getpid() == 1
+    held: list[int] = []
     while True:
-        reaped, wait_status = os.waitpid(-1, 0)
-        if reaped == pid:
-            break
-    send(launcher, Exited(wait_status, _still_running()))
-    os._exit(0)
+        gc.freeze()
+        made, tell = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            for fd in (up, made, *held):
+                os.close(fd)
+            mine = dict(layers)
+            workdir = call_mounts(kind, mine, _failed)
+            child.serve(socket.socket(fileno=down), mine, covers, workdir, kind, ahead, tell)
+        os.close(tell)
+        for fd in held:
+            os.close(fd)  # the last call's namespaces go now, off its answer's way
+        held = hold_namespaces(pid, made)
+        wait_status = wait_for(pid)
+        send(launcher, Exited(wait_status, kill_the_rest() if serving else still_running()))
+        if not serving:
+            os._exit(0)
+        ahead = True
 
 
 class _Tree:
-    """A call's init (`pid`) with the tool's process below it, made for calls of a `kind`;
-    `up` hears from init, `down` hands the call to the tool's process."""
+    """A tree's init (`pid`), serving its calls in turn, each in a process of its own below it,
+    made for calls of a `kind`; `up` hears from init, `down` hands a call to its process."""
 
     def __init__(
         self,
@@ -204,21 +193,28 @@ class _Tree:
         self.up = up
         self.down = down
 
+    def idle(self) -> bool:
+        """Whether init is there and has said nothing since its last call: none of its
+        processes was killed from outside while it waited for a call."""
+        return self.pidfd >= 0 and not select.select([self.pidfd, self.up.fileno()], [], [], 0)[0]
+
     def hand(self, start: Start, fds: list[int]) -> bool:
-        """Give the tool's process its call and the call's pipes (then closed here); False if
-        that process is gone (killed from outside while it waited)."""
+        """Give the call's process its call and the call's pipes (then closed here); False if
+        the tree is no longer fit for one."""
+        if not self.idle():
+            return False
         try:
             send(self.down, start, tuple(fds))
         except OSError:
             return False
         for fd in fds:
             os.close(fd)
-        self.down.close()
         return True
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):  # init has just exited on its own
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        if self.pidfd >= 0:
+            with contextlib.suppress(ProcessLookupError):  # init has just exited on its own
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def reap(self) -> None:
         """Wait for init to exit (with a pid namespace: for the whole tree to be gone)."""
@@ -237,7 +233,7 @@ class _Tree:
             self.cgroup = None
 
     def discard(self) -> None:
-        """Kill and close a tree no call was handed."""
+        """Kill and close a tree."""
         self.kill()
         self.close()
 
@@ -270,7 +266,7 @@ def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
     pid = os.fork()
     if pid == 0:
         try:
-            _keep_only(init_up.fileno(), init_down.fileno())
+            keep_only(init_up.fileno(), init_down.fileno())
             _init(kind, layers, cgroup, init_up.detach(), init_down.detach(), ahead)
         finally:
             os._exit(70)
@@ -285,7 +281,7 @@ def _sweep() -> bool:
     """Kill and reap every remaining child (orphans re-parented to this subreaper); True if
     any was still running."""
     found = False
-    while _still_running():
+    while still_running():
         found = True
         for pid in children():
             try:
@@ -309,15 +305,16 @@ def _cpu_wait(tree: _Tree) -> float | None:
 
 
 def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
-    """Wait for the call's init to exit, killing it on `Kill`, if the host goes away, or at
-    the call's CPU limit. Returns the `Done` to send and whether the host is gone."""
+    """Wait for init to say the call's processes are all gone (without a pid namespace, for
+    init to exit), killing the tree on `Kill`, if the host goes away, or at the call's CPU
+    limit. Returns the `Done` to send and whether the host is gone."""
     poller = select.poll()
     for fd in (tree.pidfd, sock.fileno(), tree.up.fileno()):
         poller.register(fd, select.POLLIN)
     killed = gone = exited = heard = False
     ended: Exited | None = None
     limit = None
-    while not exited:
+    while not (exited or (heard and tree.pid_namespace)):
         wait = None if limit is not None else _cpu_wait(tree)
         if wait == 0:
             tree.kill()
@@ -340,16 +337,18 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
     clean = ended is not None and ended.wait_status == 0  # its result stands, if it wrote one
     if limit is None and not clean and tree.cgroup is not None and tree.cgroup.oom_killed():
         limit = "memory"
-    tree.reap()
+    if exited or not tree.pid_namespace:
+        tree.reap()
     strays = (not tree.pid_namespace and _sweep()) or (ended is not None and ended.strays)
     wait_status = None if ended is None else ended.wait_status
     return Done(killed, strays, wait_status, limit), gone
 
 
 class _Trees:
-    """Makes the launcher's trees: one for each call as it comes or, once told to `prepare`,
-    the next one ahead of its call, while the current call runs. Only alongside calls in a pid
-    namespace: after a call without one the launcher sweeps up every child it has."""
+    """Makes the launcher's trees: one as a call comes or, once told to `prepare`, one ahead
+    of its first call, kept while its calls end cleanly. Only a tree with a pid namespace is
+    kept: after a call without one the launcher sweeps up every child it has, then makes the
+    next tree."""
 
     def __init__(self) -> None:
         limit_malloc_arenas(2)  # once, here, for every call's processes
@@ -394,15 +393,14 @@ class _Trees:
             self._ready = self._make(self._ahead, True)
 
     def prepare(self, message: Prepare) -> None:
-        if "pid_namespace" in message.tree.layers:
-            _load_core()
-            self.discard()
-            self._ahead = message.tree
-            self._refill()
+        _load_core()
+        self.discard()
+        self._ahead = message.tree
+        self._refill()
 
     def start(self, start: Start, fds: list[int]) -> _Tree:
         """Hand the call to the ready tree if it was made for calls like it, else to a new
-        one; then make the next."""
+        one."""
         tree, self._ready = self._ready, None
         if tree is None or tree.kind != start.tree or not tree.hand(start, fds):
             if tree is not None:
@@ -412,13 +410,18 @@ class _Trees:
                 raise OSError(f"the tool process of a tree just made is gone (init {tree.pid})")
         if tree.cgroup is not None:
             tree.cgroup.begin()
-        if tree.pid_namespace:
-            self._refill()
         return tree
 
-    def after(self, tree: _Tree) -> None:
-        """Once a call is done: close its tree, and make the next if none is ready."""
-        tree.close()
+    def after(self, tree: _Tree, done: Done) -> None:
+        """Once a call is done: keep its tree for the next call if it serves calls in turn
+        and this one ended cleanly (its process exited with 0, leaving none running), else
+        close it and make the next."""
+        kept = self._ahead == tree.kind and self._ready is None and tree.pid_namespace
+        kept = kept and tree.pidfd >= 0 and done == Done(False, False, 0) and tree.idle()
+        if kept and (tree.cgroup is None or not tree.cgroup.oom_killed()):
+            self._ready = tree
+            return
+        tree.discard()
         self._refill()
 
     def discard(self) -> None:
@@ -449,9 +452,9 @@ def main(sock_fd: int) -> None:
         tree = trees.start(message, fds)
         done, gone = _supervise(sock, tree)
         if gone:
-            tree.close()
+            tree.discard()
             break
         send(sock, done)
-        trees.after(tree)
+        trees.after(tree, done)
     trees.discard()
     os._exit(0)  # nothing to finalize; spares the host's wait

@@ -1,5 +1,5 @@
 """The few Linux calls Python 3.11's `os` lacks (unshare, setns, mount, pivot_root, prctl),
-through ctypes.
+through ctypes; and the sandbox's ways with its child processes (waiting, sweeping).
 
 Each raises `OSError` with the kernel's errno, so a caller can report exactly why a layer of
 the sandbox is missing on this machine.
@@ -21,7 +21,10 @@ __all__ = [
     "detach",
     "drop_capabilities",
     "enter_user_namespace",
+    "hold_namespaces",
     "install_seccomp_filter",
+    "keep_only",
+    "kill_the_rest",
     "libc",
     "limit_malloc_arenas",
     "mount_mqueue",
@@ -35,13 +38,18 @@ __all__ = [
     "set_child_subreaper",
     "set_parent_death_signal",
     "setns",
+    "still_running",
     "unshare",
+    "wait_for",
     "write_file",
 ]
 
+import contextlib
 import ctypes
 import errno
 import os
+import resource
+import signal
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -165,10 +173,12 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install_seccomp_filter(program: bytes) -> None:
+def install_seccomp_filter(program: bytes, *, no_new_privs_first: bool = True) -> None:
     """Install a seccomp BPF `program` (8-byte instructions) on this thread, setting
-    no_new_privs first as `seccomp_load` does; like it, without flags."""
-    no_new_privs()
+    no_new_privs first as `seccomp_load` does (unless told not to: the kernel then wants
+    CAP_SYS_ADMIN); like it, without flags."""
+    if no_new_privs_first:
+        no_new_privs()
     code = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
     _check(
@@ -308,3 +318,60 @@ def children() -> list[int]:
         if int(fields[1]) == me:
             pids.append(int(entry))
     return pids
+
+
+def still_running() -> bool:
+    """Reap exited children; True if any child is still running."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def keep_only(*fds: int) -> None:
+    """Close every inherited descriptor above stderr but `fds`."""
+    low = 3
+    for fd in sorted(fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def wait_for(pid: int) -> int:
+    """Wait for child `pid` (reaping any other child that ends first); its wait status."""
+    while True:
+        reaped, wait_status = os.waitpid(-1, 0)
+        if reaped == pid:
+            return wait_status
+
+
+def kill_the_rest() -> bool:
+    """As pid 1 of a call's pid namespace: kill and reap every other process in it (a call's
+    strays); True if any was still running."""
+    found = False
+    while still_running():
+        found = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)  # every process of the namespace but this one
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(-1, 0)
+    return found
+
+
+def hold_namespaces(pid: int, made: int) -> list[int]:
+    """Once the call's process `pid` says on `made` that it has made its namespaces, hold
+    them: their teardown (unmounting a mount namespace waits for RCU) is then init's to do
+    after the call's answer, not the call's own exit's, on its way."""
+    try:
+        if not os.read(made, 1):
+            return []
+        return [
+            os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC) for ns in ("mnt", "ipc")
+        ]
+    except OSError:
+        return []
+    finally:
+        os.close(made)

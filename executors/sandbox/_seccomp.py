@@ -182,12 +182,12 @@ def adopt(network: bool, given: Programs | str) -> None:
         _adopted[network] = given
 
 
-def load(name: str, *, network: bool) -> str:
+def load(name: str, *, network: bool, privileged: bool = False) -> str:
     """Install filter `name` on this process (inherited by all it starts); says what it
-    refuses."""
+    refuses. `privileged`: without setting no_new_privs (this process holds CAP_SYS_ADMIN)."""
     found = _adopted.get(network) or programs(network=network)
     if isinstance(found, str):
         raise OSError(errno.ENOENT, found)
     program, detail = found[name]
-    install_seccomp_filter(program)
+    install_seccomp_filter(program, no_new_privs_first=not privileged)
     return detail

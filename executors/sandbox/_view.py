@@ -23,6 +23,7 @@ __all__ = [
     "interpreter_paths",
     "make_room",
     "needed_paths",
+    "own_mounts",
     "private_ipc",
     "reveal",
     "show",
@@ -38,6 +39,7 @@ from collections.abc import Iterable, Iterator
 from ._layers import Layer
 from ._linux import (
     CLONE_NEWIPC,
+    CLONE_NEWNS,
     attach,
     bind,
     clone_mount,
@@ -214,8 +216,16 @@ def _namespaces() -> tuple[int, int]:
 
 
 _own_namespace = -1
-"""The handle `reveal` opens on the call's mount namespace, which the tool process it forks
-inherits: `show` returns there from the host's."""
+"""The handle on the call's mount namespace (`reveal` opens its tree's, `own_mounts` the call's
+own): `show` returns there from the host's."""
+
+
+def own_mounts() -> None:
+    """Give this process (a call's) a mount namespace of its own, a copy of its tree's: what it
+    mounts there (its tmpfs, its writable paths) goes with its last process."""
+    global _own_namespace
+    unshare(CLONE_NEWNS)
+    _own_namespace = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
 
 def _copy(path: str, copy: str) -> None:

@@ -151,10 +151,36 @@ def test_run_returns_only_once_every_process_of_the_call_has_ended() -> None:
     with Sandbox([h.add], warm=1) as sandbox:
         assert sandbox.run("add", {"a": 1, "b": 1}).content == "2"  # the launcher is up
         [launcher] = set(h.launchers()) - before
-        for n in range(20):  # the call's init used to be still exiting in most of them
-            serving = made_ahead({launcher})
+        for n in range(20):  # the call's process used to be still exiting in some of them
+            serving = made_ahead({launcher}) - children({launcher})
             assert sandbox.run("add", {"a": n, "b": 1}).content == str(n + 1)
             assert [pid for pid in serving if alive(pid)] == []
+
+
+def test_a_warm_tree_serves_its_calls_in_turn_each_in_a_fresh_process() -> None:
+    """One init per launcher serves the calls that end cleanly, each in a process of its own,
+    and no call finds what an earlier one left in its work dir or /dev/shm."""
+    before = set(h.launchers())
+    with Sandbox([h.where_am_i, h.write_file, "os:listdir"], warm=1) as box:
+        assert not box.run("where_am_i", {}).is_error
+        [launcher] = set(h.launchers()) - before
+        [init] = children({launcher})
+        callers = set()
+        for _ in range(3):
+            for name, arguments in [
+                ("write_file", {"path": "/dev/shm/left", "size": 1}),
+                ("listdir", {"path": "/dev/shm"}),
+                ("where_am_i", {}),
+            ]:
+                callers |= made_ahead({launcher}) - {init}
+                outcome = box.run(name, arguments)
+                assert not outcome.is_error
+                if name == "listdir":
+                    assert outcome.content == "[]"
+                if name == "where_am_i":
+                    assert msgspec.json.decode(outcome.content)["files"] == ["note.txt"]
+        assert children({launcher}) == {init}
+        assert len(callers) == 9
 
 
 def test_a_cold_launcher_loads_only_the_few_core_modules_it_needs() -> None:
