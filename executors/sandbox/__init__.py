@@ -151,7 +151,8 @@ class Sandbox:
         )
         self._sys_path = host_sys_path()
         modules = [ref.path.partition(":")[0] for ref in self._tools.values()]
-        needed = needed_paths(modules, limits.writable_paths, network=limits.network)
+        tls_files = limits.network or bool(secrets or egress)  # clients load them, as with TLS
+        needed = needed_paths(modules, limits.writable_paths, network=tls_files)
         calls_home = home() if "workdir_tmpfs" in self._applied else None
         filters = programs(network=limits.network)
         self._tree = Tree(self._applied, needed, limits, calls_home, where(), filters)

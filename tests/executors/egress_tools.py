@@ -45,7 +45,7 @@ def raw(message: str) -> str:
 
 
 def environment() -> str:
-    """This process's environment, as the kernel keeps it."""
+    """This process's environment as the kernel keeps it (as it was at exec)."""
     with open("/proc/self/environ", "rb") as f:
         return f.read().decode(errors="replace")
 
@@ -69,3 +69,21 @@ def dump_memory(path: str) -> int:
                     out.write(data[i : i + (1 << 24)])
             total += len(data)
     return total
+
+
+def fetch_httpx(url: str) -> str:
+    """GET `url` with httpx2's sync client: its status and body."""
+    import httpx2
+
+    response = httpx2.get(url, timeout=10)
+    return f"{response.status_code} {response.text}"
+
+
+def environment_of_python() -> str:
+    """This process's environment as Python sees it (what a tool reads), and as the kernel
+    keeps it if it may read that."""
+    seen = "\n".join(f"{k}={v}" for k, v in os.environ.items())
+    try:
+        return seen + "\n" + environment()
+    except OSError:
+        return seen
