@@ -178,10 +178,10 @@ class Proxy:
         return response.encode(lambda data: _swap(data, self._hide))
 
     def _upstream(self, host: str, port: int, route: Egress) -> socket.socket:
-        address = route.address
-        if address is None:
-            address = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
         try:
+            address = route.address
+            if address is None:
+                address = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
             sock = socket.create_connection((address, port), timeout=_TIMEOUT_S)
         except OSError as e:
             raise Refused(502, f"{host}:{port} cannot be reached: {e.strerror or e}") from None
