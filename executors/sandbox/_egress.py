@@ -11,13 +11,16 @@ can hold each to its rules:
   target and `Host`), never CONNECT again; TLS from the call is refused (the proxy makes the
   TLS itself, and verifies the host, where the route says `tls`);
 - a secret's placeholder becomes its value only in requests to the host the secret is bound
-  to (target, headers, body); every secret's value in a response becomes its placeholder.
+  to (target, headers, a Basic authorization's credentials, body); every secret's value in a
+  response becomes its placeholder.
 """
 
 from __future__ import annotations
 
 __all__ = ["ENV", "Egress", "Proxy", "Secret"]
 
+import base64
+import binascii
 import contextlib
 import os
 import secrets as random
@@ -71,6 +74,17 @@ def _swap(data: bytes, pairs: list[tuple[bytes, bytes]]) -> bytes:
     for old, new in pairs:
         data = data.replace(old, new)
     return data
+
+
+def _fill_basic(request: Request, fills: list[tuple[bytes, bytes]]) -> None:
+    """Fill placeholders in a Basic authorization too, where they are base64'd."""
+    for i, (name, value) in enumerate(request.headers):
+        if fills and name.lower() == b"authorization" and value[:6].lower() == b"basic ":
+            try:
+                decoded = base64.b64decode(value[6:], validate=True)
+            except binascii.Error:
+                continue
+            request.headers[i] = (name, b"Basic " + base64.b64encode(_swap(decoded, fills)))
 
 
 def _lower(host: str) -> str:
@@ -165,11 +179,14 @@ class Proxy:
             host, port = target_of(request, tunnel)
             route = self._allowed(host, port)
             conn.sendall(self._forward(request, host, port, route))
+            if request.closes():
+                return
 
     def _forward(self, request: Request, host: str, port: int, route: Egress) -> bytes:
         """Send `request` to the host, its placeholders filled in if their secrets are bound to
         it, and return the response with every secret's value hidden again."""
         fills = self._fill.get(_lower(host), [])
+        _fill_basic(request, fills)
         if request.host() is None:
             request.headers.append((b"Host", f"{host}:{port}".encode()))
         with self._upstream(host, port, route) as upstream:

@@ -202,6 +202,11 @@ class Request:
             raise Refused(400, "more than one Host")
         return found[0].decode("latin-1") if found else None
 
+    def closes(self) -> bool:
+        """Whether the call asked for the connection to close after this request."""
+        tokens = b",".join(_values(self.headers, b"connection")).lower().split(b",")
+        return b"close" in (token.strip() for token in tokens)
+
     def encode(self, path: str, swap: Swap) -> bytes:
         """As sent to the host: origin-form `path`, on a connection of its own."""
         start = f"{self.method} ".encode() + swap(path.encode("latin-1")) + b" HTTP/1.1"

@@ -3,6 +3,7 @@ use them, and a raw socket speaking to the proxy as an attacker would."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import socket
@@ -32,11 +33,22 @@ def fetch_with_secret(url: str, name: str) -> str:
     return fetch(url, value, f'{{"key": "{value}"}}')
 
 
+def fetch_basic(url: str, name: str) -> str:
+    """`fetch` with a Basic authorization of user "me" and the environment variable `name`."""
+    request = urllib.request.Request(url)
+    pair = base64.b64encode(f"me:{os.environ[name]}".encode()).decode()
+    request.add_header("Authorization", f"Basic {pair}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return f"{response.status} {response.read().decode()}"
+
+
 def raw(message: str) -> str:
-    """Send `message` (\\n read as CRLF) to the proxy's socket as it is; what comes back."""
+    """Send `message` (\\n read as CRLF, $API_KEY as that variable) to the proxy's socket;
+    what comes back."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(10)
     sock.connect(os.environ["TURNSTILE_EGRESS"])
+    message = message.replace("$API_KEY", os.environ.get("API_KEY", ""))
     sock.sendall(message.replace("\n", "\r\n").encode())
     got = b""
     while chunk := sock.recv(65536):

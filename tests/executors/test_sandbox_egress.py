@@ -4,6 +4,7 @@ secrets only as placeholders. Local servers on 127.0.0.2 and 127.0.0.3 stand in 
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import os
@@ -22,7 +23,7 @@ from .test_sandbox_tiers import needs_tier
 
 SECRET = "sk-live-7c1d0e5f9a2b4c6d8e0f"
 TOOLS = "tests.executors.egress_tools"
-NAMES = ["fetch", "fetch_with_secret", "fetch_httpx", "raw", "environment_of_python"]
+NAMES = ["fetch", "fetch_with_secret", "fetch_basic", "fetch_httpx", "raw", "environment_of_python"]
 
 
 class Host(http.server.ThreadingHTTPServer):
@@ -125,6 +126,23 @@ def test_a_secret_sent_to_another_host_arrives_as_its_placeholder(
     assert headers["Authorization"].startswith("Bearer turnstile-secret-")
     assert SECRET.encode() not in body and b"turnstile-secret-" in body
     assert SECRET not in str(headers) and not a.seen
+
+
+def test_a_secret_is_filled_in_a_basic_authorization_and_a_chunked_body(
+    box: Sandbox, hosts: tuple[Host, Host]
+) -> None:
+    a, _ = hosts
+    _run(box, "fetch_basic", url=_url(a, "api.example.com"), name="API_KEY")
+    pa = a.server_address[1]
+    chunked = (
+        f"POST /v1 HTTP/1.1\nHost: api.example.com:{pa}\nTransfer-Encoding: chunked\n"
+        "Connection: close\n\n"
+        "35\nkey=$API_KEY\n0\n\n"  # 0x35: "key=" and the placeholder's 49 characters
+    )
+    assert " 200 " in _run(box, "raw", message=_tunnel(pa, chunked))
+    (_, basic, _), (_, _, body) = a.seen
+    assert base64.b64decode(basic["Authorization"].split()[1]) == f"me:{SECRET}".encode()
+    assert body == f"key={SECRET}".encode()
 
 
 def test_httpx_reaches_an_allowed_host_through_the_proxy(
