@@ -15,6 +15,7 @@ from . import (
     aio,
     caching,
     core,
+    egress,
     executors,
     fork,
     journal,
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sizes, times = ([10, 50], 1) if args.quick else ([10, 100, 1000], 9)
     rows = core.rows(sizes, times) + providers.rows(sizes, times) + executors.rows(sizes, times)
+    rows += egress.rows(sizes, times)
     rows += aio.rows(sizes, times) + load.rows(sizes, times)
     rows += journal.rows(sizes, times)
     rows += fork.rows(sizes, times)

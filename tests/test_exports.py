@@ -199,11 +199,13 @@ EXPORTS = {
     "turnstile.executors.sandbox": [
         "ALWAYS_REQUIRED",
         "DEFAULT_LIMITS",
+        "Egress",
         "LAYERS",
         "Layer",
         "Sandbox",
         "SandboxLimits",
         "SandboxUnavailable",
+        "Secret",
         "TIERS",
         "Tier",
         "UnsendableDeps",

@@ -25,10 +25,12 @@ __all__ = [
     "DEFAULT_LIMITS",
     "LAYERS",
     "TIERS",
+    "Egress",
     "Layer",
     "Sandbox",
     "SandboxLimits",
     "SandboxUnavailable",
+    "Secret",
     "Tier",
     "UnsendableDeps",
     "available_layers",
@@ -43,6 +45,7 @@ from typing import Any
 from turnstile.core import Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._cgroup import where
+from ._egress import Egress, Proxy, Secret
 from ._host import exchange, host_sys_path
 from ._layers import LAYERS, TIERS, Layer, SandboxUnavailable, Tier, missing, tier_of
 from ._limits import SandboxLimits
@@ -103,6 +106,11 @@ class Sandbox:
     is untrusted and a run's deps hold handles and secrets), which must be plain data msgpack
     can carry; the tool gets it as the type its `ToolContext[T]` says. A run whose picked deps
     cannot cross is refused before it starts (`UnsendableDeps`).
+
+    `egress` names the hosts the calls may reach over HTTP, each with its `Egress` route,
+    through a proxy of the sandbox's on the host (their only network); `secrets` reach the
+    calls as placeholders in their environment (each under its name), which the proxy fills in
+    only in requests to the host a `Secret` is bound to. See `_egress`.
     """
 
     def __init__(
@@ -114,6 +122,8 @@ class Sandbox:
         require: Iterable[str] = (),
         warm: int = 0,
         deps: Callable[[Any], Any] | None = None,
+        secrets: Mapping[str, Secret] | None = None,
+        egress: Mapping[str, Egress] | None = None,
     ) -> None:
         self.limits = limits
         self._pick = deps
@@ -141,11 +151,18 @@ class Sandbox:
         )
         self._sys_path = host_sys_path()
         modules = [ref.path.partition(":")[0] for ref in self._tools.values()]
-        needed = needed_paths(modules, limits.writable_paths, network=limits.network)
+        tls_files = limits.network or bool(secrets or egress)  # clients load them, as with TLS
+        needed = needed_paths(modules, limits.writable_paths, network=tls_files)
         calls_home = home() if "workdir_tmpfs" in self._applied else None
         filters = programs(network=limits.network)
         self._tree = Tree(self._applied, needed, limits, calls_home, where(), filters)
         self._removes_home = weakref.finalize(self, remove, calls_home) if calls_home else None
+        self._proxy = None
+        if secrets or egress:
+            if limits.network:
+                raise ValueError("egress and secrets are for calls without network")
+            self._proxy = Proxy(egress or {}, secrets or {})
+            weakref.finalize(self, self._proxy.close)
         self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 
     @property
@@ -191,6 +208,8 @@ class Sandbox:
                     uid=uid,
                     limits=self.limits,
                     layers=self._applied,
+                    egress=self._proxy.path if self._proxy else "",
+                    env=self._proxy.env if self._proxy else {},
                 )
                 launcher = self._pool.acquire()
                 healthy = False
@@ -206,6 +225,8 @@ class Sandbox:
     def close(self) -> None:
         """Stop the warm launchers; calls after this fail."""
         self._pool.close()
+        if self._proxy is not None:
+            self._proxy.close()
         if self._removes_home is not None:
             self._removes_home()
 

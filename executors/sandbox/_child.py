@@ -25,6 +25,7 @@ from msgspec.json import encode
 from turnstile.core._tools import Tool, ToolContext, ToolOutcome, ToolSpec
 from turnstile.executors._invoke import ainvoke, failure, invoke
 
+from . import _tunnel as tunnel
 from ._confine import AT_CALL, RESULT_FD, confine, plumb, rehearse
 from ._layers import LAYERS, Layer
 from ._limits import SandboxLimits
@@ -147,7 +148,7 @@ def _show_own_paths(call: Call, covers: dict[str, int], tmpfs: str | None) -> La
     too unless that is in the call's `tmpfs` (which stays on top)."""
     if "/" not in covers:
         return Layer(False, "needs mount_namespace")
-    paths = call.limits.writable_paths
+    paths = (*call.limits.writable_paths, *((call.egress,) if call.egress else ()))
     try:
         show(paths if tmpfs else (call.workdir, *paths), covers, tmpfs)
     except OSError as e:
@@ -242,6 +243,9 @@ def serve(
             failed = next(n for n in LAYERS if n in layers and not layers[n].in_force)
             _write(Result(f"the sandbox could not set up {failed}: {layers[failed].detail}", True))
         else:
+            if call.egress:
+                tunnel.install(call.egress)
+                os.environ.update(call.env)
             result = _invoke(call)
             sys.stdout.flush()
             sys.stderr.flush()

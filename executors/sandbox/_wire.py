@@ -66,7 +66,8 @@ class UnsendableDeps(TurnstileError, TypeError):
 class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     """Run `tool` ("module:attribute", described by `spec`) with `arguments` in `workdir` ("":
     the one its tree made, in the call's own tmpfs) as `uid`, applying `layers` (all of them,
-    or the call fails); a probe tries every layer and reports."""
+    or the call fails); a probe tries every layer and reports. With `egress`, the call reaches
+    that socket (see `_egress`) and nothing else."""
 
     tool: str
     spec: ToolSpec
@@ -78,6 +79,8 @@ class Call(msgspec.Struct, tag="call", frozen=True, kw_only=True):
     limits: SandboxLimits
     layers: tuple[str, ...]
     probe: bool = False
+    egress: str = ""  # the egress proxy's socket, bound into the call's root ("": none)
+    env: dict[str, str] = {}  # set in the call's environment: the proxy's socket, placeholders
 
 
 class Tree(msgspec.Struct, frozen=True):
