@@ -49,7 +49,7 @@ def run(
     `on_event`, `on_update`, `on_step` see: `turnstile.executors.Session`, which this drives.
     """
     spec, model, tools = unpacked(spec, model, tools, is_async=False)
-    run_call = caller(runner := as_runner(tools), deps)
+    run_call = caller(runner := as_runner(tools), deps, lambda: session.loop.state.events)
     with opened(journal, loop) as journaled:
         session = Session(
             spec,

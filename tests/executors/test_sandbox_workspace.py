@@ -1,0 +1,129 @@
+"""A sandbox's workspace: a run's calls share a work dir that lasts the run, snapshotted after
+each call so that forks and resumed runs find the files as their history left them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turnstile.core import LoopSpec, ToolContext
+from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
+from turnstile.executors import ScriptedModel, fork, sync
+from turnstile.executors.sandbox import Sandbox, SandboxLimits, Workspace
+
+from . import workspace_tools as w
+
+TOOLS = [w.put, w.read, w.fill, w.plant]
+
+
+def calls(*rounds: list[tuple[str, str, dict[str, Any]]]) -> ScriptedModel:
+    """A model that makes each round's calls in turn, then says "done"."""
+    replies = [
+        ModelResponse([ToolCall(i, n, a) for i, n, a in calls], ModelStop.tool_use, Usage(1, 1))
+        for calls in rounds
+    ]
+    return ScriptedModel([*replies, ModelResponse([Text("done")], ModelStop.end_turn, Usage(1, 1))])
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Sandbox]:
+    with Sandbox(TOOLS, warm=1, workspace=Workspace(tmp_path / "store")) as sandbox:
+        yield sandbox
+
+
+def results(run: Any) -> list[str]:
+    return [r.content for m in run.messages if hasattr(m, "results") for r in m.results]
+
+
+def test_files_persist_across_a_runs_calls(box: Sandbox) -> None:
+    model = calls([("c1", "put", {"name": "a", "text": "1"})], [("c2", "read", {"name": "a"})])
+    run = sync.run(LoopSpec(), "go", model=model, tools=box)
+    assert results(run) == ["ok", "1"]
+    assert box.workspace is not None
+    assert (box.workspace.files(run.loop.state.events) / "a").read_text() == "1"
+
+
+def test_another_run_starts_from_an_empty_workspace(box: Sandbox) -> None:
+    sync.run(LoopSpec(), "one", model=calls([("c1", "put", {"name": "a", "text": "1"})]), tools=box)
+    other = sync.run(LoopSpec(), "two", model=calls([("c1", "read", {"name": "a"})]), tools=box)
+    assert results(other) == ["missing"]
+
+
+def test_a_fork_finds_the_files_as_they_were_at_its_point_and_the_parent_keeps_its_own(
+    box: Sandbox,
+) -> None:
+    model = calls(
+        [("c1", "put", {"name": "a", "text": "1"})],
+        [("c2", "put", {"name": "a", "text": "2"})],
+    )
+    parent = sync.run(LoopSpec(), "go", model=model, tools=box)
+    forked = fork(parent.loop, at="turn:2", system="read it back instead")
+    child = sync.run(LoopSpec(), loop=forked, model=calls([("c9", "read", {"name": "a"})]), tools=box)
+    assert results(child)[-1] == "1"
+    assert box.workspace is not None
+    assert (box.workspace.files(parent.loop.state.events) / "a").read_text() == "2"
+    assert (box.workspace.files(child.loop.state.events) / "a").read_text() == "1"
+
+
+def test_a_call_whose_result_was_never_recorded_does_not_count_on_resume(
+    tmp_path: Path, box: Sandbox
+) -> None:
+    model = calls([("c1", "put", {"name": "a", "text": "1"})], [("c2", "read", {"name": "a"})])
+    run = sync.run(LoopSpec(), "go", model=model, tools=box)
+    events = run.loop.state.events[:4]  # started, replied, c1 started, c1 returned
+    round_two = [*events, run.loop.state.events[4]]  # the reply asking for c2
+    box.run("put", {"name": "a", "text": "crashed"}, context=ToolContext("c2"), history=round_two)
+    # the process dies before c2's result is journaled; another resumes the run from its journal
+    again = Workspace(tmp_path / "store")
+    assert (again.files(round_two) / "a").read_text() == "1"
+
+
+def test_a_call_past_the_workspaces_limit_fails_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    limits = SandboxLimits(disk_bytes=256 * 1024)
+    with Sandbox(TOOLS, limits, workspace=Workspace(tmp_path / "store")) as box:
+        model = calls(
+            [("c1", "put", {"name": "a", "text": "1"})],
+            [("c2", "fill", {"files": 3, "size": 100 * 1024})],
+            [("c3", "fill", {"files": 100, "size": 10})],
+            [("c4", "read", {"name": "fill-0"})],
+        )
+        run = sync.run(LoopSpec(), "go", model=model, tools=box)
+    said = results(run)
+    assert said[0] == "ok" and said[3] == "missing"
+    assert "256 KiB (SandboxLimits.disk_bytes)" in said[1] and "as it was before" in said[1]
+    assert "limit of 64 files" in said[2]
+    files = box.workspace.files(run.loop.state.events)  # type: ignore[union-attr]
+    assert sorted(os.listdir(files)) == ["a"]
+
+
+def test_symlinks_planted_in_the_workspace_are_kept_as_links_never_followed(
+    tmp_path: Path, box: Sandbox
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("host secret")
+    secret.chmod(0o600)
+    model = calls(
+        [
+            ("c1", "plant", {"name": "s", "target": str(secret)}),
+            ("c2", "plant", {"name": "root", "target": "/"}),
+        ],
+        [("c3", "read", {"name": "s"})],
+    )
+    parent = sync.run(LoopSpec(), "go", model=model, tools=box)
+    assert results(parent)[2] == "missing"  # the call's root holds no such file
+    forked = fork(parent.loop, at="turn:2", system="again")
+    child = sync.run(LoopSpec(), loop=forked, model=calls([("c9", "read", {"name": "s"})]), tools=box)
+    assert results(child)[-1] == "missing"  # restored as the link it was, not the host's file
+    store = tmp_path / "store"
+    files = box.workspace.files(child.loop.state.events)  # type: ignore[union-attr]
+    assert os.readlink(files / "s") == str(secret) and os.readlink(files / "root") == "/"
+    kept = [p.read_bytes() for p in (store / "objects").iterdir()]
+    assert all(b"host secret" not in data for data in kept)
+
+
+def test_a_workspace_call_without_its_runs_history_is_an_error(box: Sandbox) -> None:
+    outcome = box.run("read", {"name": "a"}, context=ToolContext("c1"))
+    assert outcome.is_error and "history" in str(outcome.content)
