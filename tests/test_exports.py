@@ -188,6 +188,7 @@ EXPORTS = {
         "TIERS",
         "Tier",
         "UnsendableDeps",
+        "Workspace",
         "available_layers",
         "available_tiers",
     ],

@@ -110,6 +110,10 @@ def _rounds(events: Sequence[Event]) -> tuple[str, list[tuple[str, list[str]]]]:
     return anchor, rounds
 
 
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def _walk(top: int, at: str = "") -> Iterator[tuple[str, os.stat_result, int]]:
     """Each directory, regular file and symlink below the directory `top`, with its lstat and
     the handle of the directory holding it; directories are entered by handle, never by path."""
@@ -185,6 +189,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._pending: dict[str, set[str]] = {}  # per round, the snapshots made here
         self._stored: int | None = None  # the objects' bytes, counted once
+        self._known: dict[tuple[int, ...], str] = {}  # a file's identity and times: its digest
 
     # -- the store -------------------------------------------------------------------------
 
@@ -245,9 +250,12 @@ class Workspace:
                 try:
                     while os.copy_file_range(source, made, 1 << 30):
                         pass
+                    os.fchmod(made, entry.mode)
+                    self._learn(os.fstat(made), entry.data)
                 finally:
                     os.close(made)
                     os.close(source)
+                continue
             os.chmod(target, entry.mode)
 
     def _checkout(self, anchor: str, snapshot: str | None) -> Path:
@@ -309,15 +317,33 @@ class Workspace:
                 elif stat.S_ISLNK(info.st_mode):
                     entries.append(_Entry(path, "l", 0, os.readlink(name, dir_fd=parent)))
                 else:
-                    fd = os.open(name, _FILE, dir_fd=parent)
-                    try:
-                        data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))  # noqa: B023
-                    finally:
-                        os.close(fd)
-                    entries.append(_Entry(path, "f", mode | 0o600, self._store(data), len(data)))
+                    digest = self._known.get(_identity(info)) or self._read(name, parent)
+                    entries.append(_Entry(path, "f", mode | 0o600, digest, info.st_size))
         finally:
             os.close(top)
         return _Manifest(call_id, entries)
+
+    def _read(self, name: str, parent: int) -> str:
+        """Store the file `name` in the directory `parent` (opened without following a link,
+        nor waiting on a fifo); its digest, known from then on by its identity and times."""
+        fd = os.open(name, _FILE, dir_fd=parent)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(f"{name} is no longer a regular file")
+            data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+            digest = self._store(data)
+        finally:
+            os.close(fd)
+        self._learn(info, digest)
+        return digest
+
+    def _learn(self, info: os.stat_result, digest: str) -> None:
+        """Remember `digest` for the file `info` describes: unchanged (the same inode, size,
+        change and modification times: no write leaves its ctime), it is not read again."""
+        if len(self._known) > 100_000:
+            self._known.clear()
+        self._known[_identity(info)] = digest
 
     def _record(self, round_key: str, manifest: _Manifest) -> str:
         """Write `manifest` as the round's next snapshot; its "<round>/<name>"."""
@@ -345,7 +371,7 @@ class Workspace:
             anchor, current, snapshot = self._target(events)
             tree = self._checkout(anchor, snapshot)
             if uid is not None:
-                _own(tree, uid)
+                self._own(tree, uid)
             yield _Kept(
                 str(tree), lambda outcome: self._after(tree, current, call_id, limits, outcome)
             )
@@ -364,6 +390,20 @@ class Workspace:
         os.rename(tree, self.root / "live" / made.replace("/", "."))
         return outcome
 
+    def _own(self, tree: Path, uid: int) -> None:
+        """Give the tree to the call's `uid` (the last call's may have been another), keeping
+        what is known of its files' contents."""
+        top = os.open(tree, _DIR)
+        try:
+            os.chown(top, uid, uid)
+            for path, info, parent in _walk(top):
+                name = path.rpartition("/")[2]
+                os.chown(name, uid, uid, dir_fd=parent, follow_symlinks=False)
+                if (digest := self._known.get(_identity(info))) is not None:
+                    self._learn(os.stat(name, dir_fd=parent, follow_symlinks=False), digest)
+        finally:
+            os.close(top)
+
     def files(self, events: Sequence[Event]) -> Path:
         """The directory holding the files as the run whose history is `events` (a run's
         `loop.state.events`) left them; read it, do not change it."""
@@ -375,14 +415,3 @@ class Workspace:
             if not live.exists():
                 self._build(snapshot, live)
             return live
-
-
-def _own(tree: Path, uid: int) -> None:
-    """Give the tree to the call's `uid` (its last call's may have been another)."""
-    top = os.open(tree, _DIR)
-    try:
-        os.chown(top, uid, uid)
-        for path, _, parent in _walk(top):
-            os.chown(path.rpartition("/")[2], uid, uid, dir_fd=parent, follow_symlinks=False)
-    finally:
-        os.close(top)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from turnstile.core import LoopSpec, ToolContext
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
-from turnstile.executors import ScriptedModel, fork, sync
+from turnstile.executors import ScriptedModel, aio, fork, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits, Workspace
 
 from . import workspace_tools as w
@@ -61,7 +63,8 @@ def test_a_fork_finds_the_files_as_they_were_at_its_point_and_the_parent_keeps_i
     )
     parent = sync.run(LoopSpec(), "go", model=model, tools=box)
     forked = fork(parent.loop, at="turn:2", system="read it back instead")
-    child = sync.run(LoopSpec(), loop=forked, model=calls([("c9", "read", {"name": "a"})]), tools=box)
+    model = calls([("c9", "read", {"name": "a"})])
+    child = sync.run(LoopSpec(), loop=forked, model=model, tools=box)
     assert results(child)[-1] == "1"
     assert box.workspace is not None
     assert (box.workspace.files(parent.loop.state.events) / "a").read_text() == "2"
@@ -115,7 +118,8 @@ def test_symlinks_planted_in_the_workspace_are_kept_as_links_never_followed(
     parent = sync.run(LoopSpec(), "go", model=model, tools=box)
     assert results(parent)[2] == "missing"  # the call's root holds no such file
     forked = fork(parent.loop, at="turn:2", system="again")
-    child = sync.run(LoopSpec(), loop=forked, model=calls([("c9", "read", {"name": "s"})]), tools=box)
+    model = calls([("c9", "read", {"name": "s"})])
+    child = sync.run(LoopSpec(), loop=forked, model=model, tools=box)
     assert results(child)[-1] == "missing"  # restored as the link it was, not the host's file
     store = tmp_path / "store"
     files = box.workspace.files(child.loop.state.events)  # type: ignore[union-attr]
@@ -127,3 +131,33 @@ def test_symlinks_planted_in_the_workspace_are_kept_as_links_never_followed(
 def test_a_workspace_call_without_its_runs_history_is_an_error(box: Sandbox) -> None:
     outcome = box.run("read", {"name": "a"}, context=ToolContext("c1"))
     assert outcome.is_error and "history" in str(outcome.content)
+
+
+def test_calls_of_a_round_run_together_share_the_workspace(box: Sandbox) -> None:
+    model = calls(
+        [
+            ("c1", "put", {"name": "a", "text": "1"}),
+            ("c2", "put", {"name": "b", "text": "2"}),
+            ("c3", "put", {"name": "c", "text": "3"}),
+        ],
+        [
+            ("c4", "read", {"name": "a"}),
+            ("c5", "read", {"name": "b"}),
+            ("c6", "read", {"name": "c"}),
+        ],
+    )
+    run = trio.run(partial(aio.run, LoopSpec(), "go", model=model, tools=box))
+    assert results(run) == ["ok", "ok", "ok", "1", "2", "3"]
+
+
+def test_a_file_unchanged_since_the_last_snapshot_is_not_stored_again(
+    tmp_path: Path, box: Sandbox
+) -> None:
+    model = calls(
+        [("c1", "put", {"name": "a", "text": "same"})],
+        [("c2", "put", {"name": "b", "text": "same"})],
+        [("c3", "put", {"name": "a", "text": "other"})],
+    )
+    sync.run(LoopSpec(), "go", model=model, tools=box)
+    stored = sorted(p.read_bytes() for p in (tmp_path / "store" / "objects").iterdir())
+    assert stored == [b"other", b"same"]
