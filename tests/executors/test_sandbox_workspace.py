@@ -4,6 +4,9 @@ each call so that forks and resumed runs find the files as their history left th
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -161,3 +164,40 @@ def test_a_file_unchanged_since_the_last_snapshot_is_not_stored_again(
     sync.run(LoopSpec(), "go", model=model, tools=box)
     stored = sorted(p.read_bytes() for p in (tmp_path / "store" / "objects").iterdir())
     assert stored == [b"other", b"same"]
+
+
+_DIES_AFTER_C2 = """
+import os, signal, sys
+from turnstile.core import LoopSpec
+from turnstile.executors import sync
+from turnstile.executors.sandbox import Sandbox, Workspace
+from tests.executors.test_sandbox_workspace import TOOLS, calls
+
+class DiesAfterC2(Sandbox):
+    def run(self, name, arguments, **given):
+        outcome = super().run(name, arguments, **given)
+        if given["context"].call_id == "c2":  # snapshot written, result not yet journaled
+            os.kill(os.getpid(), signal.SIGKILL)
+        return outcome
+
+model = calls([("c1", "put", {"name": "a", "text": "1"})],
+              [("c2", "put", {"name": "a", "text": "2"})])
+with DiesAfterC2(TOOLS, workspace=Workspace(sys.argv[1])) as box:
+    sync.run(LoopSpec(), "go", model=model, tools=box, journal=sys.argv[2])
+"""
+
+
+def test_a_run_resumed_after_kill_9_finds_its_files_as_of_its_last_recorded_result(
+    tmp_path: Path,
+) -> None:
+    store, journal = tmp_path / "store", tmp_path / "run.journal"
+    root = Path(__file__).parent.parent.parent
+    died = subprocess.run(
+        [sys.executable, "-c", _DIES_AFTER_C2, str(store), str(journal)], cwd=root, timeout=120
+    )
+    assert died.returncode == -signal.SIGKILL
+    with Sandbox(TOOLS, workspace=Workspace(store)) as box:
+        model = calls([("c3", "read", {"name": "a"})])
+        run = sync.run(LoopSpec(), model=model, tools=box, journal=journal)
+    said = results(run)
+    assert said[0] == "ok" and "interrupted" in said[1] and said[2] == "1"
