@@ -53,10 +53,11 @@ from turnstile.core import (
 
 from ._limits import MiB, SandboxLimits, size
 from ._wire import write_all
-from ._workdir import remove
+from ._workdir import _open, remove
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DEPTH = 64
 _BYTES_PER_FILE = 4096  # as the call's own tmpfs: one file per 4 KiB of `disk_bytes`
 _encode = msgspec.json.Encoder().encode
 
@@ -114,22 +115,28 @@ def _identity(info: os.stat_result) -> tuple[int, ...]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def _walk(top: int, at: str = "") -> Iterator[tuple[str, os.stat_result, int]]:
+def _walk(top: int, at: str = "", depth: int = 0) -> Iterator[tuple[str, os.stat_result, int]]:
     """Each directory, regular file and symlink below the directory `top`, with its lstat and
-    the handle of the directory holding it; directories are entered by handle, never by path."""
+    the handle of the directory holding it; directories are entered by handle, never by path
+    (one the call made unreadable is given back its owner's rights). Anything else (a fifo,
+    a socket) is deleted unopened: a workspace keeps none."""
+    if depth > _DEPTH:
+        raise _OverLimit(f"its limit of {_DEPTH} levels of directories")
     with os.scandir(top) as entries:
         found = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
     for name, info in sorted(found):
         path = f"{at}{name}"
         if stat.S_ISDIR(info.st_mode):
             yield path, info, top
-            below = os.open(name, _DIR, dir_fd=top)
+            below = _open(name, top)
             try:
-                yield from _walk(below, path + "/")
+                yield from _walk(below, path + "/", depth + 1)
             finally:
                 os.close(below)
         elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
             yield path, info, top
+        else:
+            os.unlink(name, dir_fd=top)
 
 
 class _OverLimit(Exception):
@@ -169,7 +176,7 @@ class Workspace:
     it to `Sandbox(..., workspace=)`, and each call of a run works in the run's own directory
     (its cwd, HOME and TMPDIR), writable, with the files the run's earlier calls left. After
     each call the directory is snapshotted (content-addressed: a file unchanged since the last
-    snapshot costs a stat and a read, no copy), keyed by the run's history, so that a fork of
+    snapshot costs a stat), keyed by the run's history, so that a fork of
     the run (`fork(..., at=)`) finds the files as they were at its point and a run resumed
     after a crash as of its last recorded result.
 
@@ -234,26 +241,28 @@ class Workspace:
         os.mkdir(path, 0o700)
         if snapshot is None:
             return
+        made = {""}  # the directories made so far: an entry goes in one of them, or none
         for entry in self._manifest(snapshot).entries:
-            parts = entry.path.split("/")
-            if any(p in ("", ".", "..") for p in parts) or "\0" in entry.path:
+            above, _, name = entry.path.rpartition("/")
+            if above not in made or name in ("", ".", "..") or "\0" in entry.path:
                 raise ValueError(f"a snapshot names {entry.path!r}")
             target = path / entry.path
             if entry.kind == "d":
                 os.mkdir(target, 0o700)
+                made.add(entry.path)
             elif entry.kind == "l":
                 os.symlink(entry.data, target)
                 continue
             else:
                 source = os.open(self.root / "objects" / entry.data, _FILE)
-                made = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                copy = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 try:
-                    while os.copy_file_range(source, made, 1 << 30):
+                    while os.copy_file_range(source, copy, 1 << 30):
                         pass
-                    os.fchmod(made, entry.mode)
-                    self._learn(os.fstat(made), entry.data)
+                    os.fchmod(copy, entry.mode)
+                    self._learn(os.fstat(copy), entry.data)
                 finally:
-                    os.close(made)
+                    os.close(copy)
                     os.close(source)
                 continue
             os.chmod(target, entry.mode)
@@ -311,14 +320,20 @@ class Workspace:
             self._measure(top, limits)
             for path, info, parent in _walk(top):
                 name = path.rpartition("/")[2]
-                mode = stat.S_IMODE(info.st_mode)
-                if stat.S_ISDIR(info.st_mode):
-                    entries.append(_Entry(path, "d", mode | 0o700))
-                elif stat.S_ISLNK(info.st_mode):
+                if stat.S_ISLNK(info.st_mode):
                     entries.append(_Entry(path, "l", 0, os.readlink(name, dir_fd=parent)))
+                    continue
+                mode = stat.S_IMODE(info.st_mode)
+                owner = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600
+                if mode | owner != mode:  # its owner may always read and write it (a lstat
+                    os.chmod(name, mode | owner, dir_fd=parent)  # said: no link to follow)
+                    info = os.lstat(name, dir_fd=parent)
+                mode |= owner
+                if stat.S_ISDIR(info.st_mode):
+                    entries.append(_Entry(path, "d", mode))
                 else:
                     digest = self._known.get(_identity(info)) or self._read(name, parent)
-                    entries.append(_Entry(path, "f", mode | 0o600, digest, info.st_size))
+                    entries.append(_Entry(path, "f", mode, digest, info.st_size))
         finally:
             os.close(top)
         return _Manifest(call_id, entries)
@@ -371,13 +386,19 @@ class Workspace:
             anchor, current, snapshot = self._target(events)
             tree = self._checkout(anchor, snapshot)
             if uid is not None:
-                self._own(tree, uid)
+                self._give(tree, uid, uid)
             yield _Kept(
-                str(tree), lambda outcome: self._after(tree, current, call_id, limits, outcome)
+                str(tree), lambda out: self._after(tree, current, call_id, limits, uid, out)
             )
 
     def _after(
-        self, tree: Path, current: str, call_id: str, limits: SandboxLimits, outcome: ToolOutcome
+        self,
+        tree: Path,
+        current: str,
+        call_id: str,
+        limits: SandboxLimits,
+        uid: int | None,
+        outcome: ToolOutcome,
     ) -> ToolOutcome:
         """Snapshot the tree after a call (every process of which is gone), or, past a limit,
         drop it (the next call builds it again as it was) and fail the call."""
@@ -387,18 +408,21 @@ class Workspace:
             remove(str(tree))
             message = f"the call wrote past {e} into its workspace, which is as it was before"
             return ToolOutcome(message, True)
+        if uid is not None:
+            self._give(tree, os.geteuid(), os.getegid())
         os.rename(tree, self.root / "live" / made.replace("/", "."))
         return outcome
 
-    def _own(self, tree: Path, uid: int) -> None:
-        """Give the tree to the call's `uid` (the last call's may have been another), keeping
-        what is known of its files' contents."""
+    def _give(self, tree: Path, uid: int, gid: int) -> None:
+        """Give the tree to `uid` (a call's, or back to the host's once the call is done: no
+        file is left owned by a uid the pool hands out again), keeping what is known of its
+        files' contents."""
         top = os.open(tree, _DIR)
         try:
-            os.chown(top, uid, uid)
+            os.chown(top, uid, gid)
             for path, info, parent in _walk(top):
                 name = path.rpartition("/")[2]
-                os.chown(name, uid, uid, dir_fd=parent, follow_symlinks=False)
+                os.chown(name, uid, gid, dir_fd=parent, follow_symlinks=False)
                 if (digest := self._known.get(_identity(info))) is not None:
                     self._learn(os.stat(name, dir_fd=parent, follow_symlinks=False), digest)
         finally:

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 from turnstile.core import LoopSpec, ToolContext
@@ -21,7 +22,7 @@ from turnstile.executors.sandbox import Sandbox, SandboxLimits, Workspace
 
 from . import workspace_tools as w
 
-TOOLS = [w.put, w.read, w.fill, w.plant]
+TOOLS = [w.put, w.read, w.fill, w.plant, w.nest, w.hide, w.special, w.owners]
 
 
 def calls(*rounds: list[tuple[str, str, dict[str, Any]]]) -> ScriptedModel:
@@ -201,3 +202,46 @@ def test_a_run_resumed_after_kill_9_finds_its_files_as_of_its_last_recorded_resu
         run = sync.run(LoopSpec(), model=model, tools=box, journal=journal)
     said = results(run)
     assert said[0] == "ok" and "interrupted" in said[1] and said[2] == "1"
+
+
+def test_a_tree_deeper_than_the_limit_fails_the_call_and_is_put_back(box: Sandbox) -> None:
+    model = calls(
+        [("c1", "put", {"name": "a", "text": "1"})],
+        [("c2", "nest", {"depth": 80})],
+        [("c3", "read", {"name": "a"})],
+    )
+    run = sync.run(LoopSpec(), "go", model=model, tools=box)
+    said = results(run)
+    assert "limit of 64 levels of directories" in said[1] and said[2] == "1"
+    assert sorted(os.listdir(box.workspace.files(run.loop.state.events))) == ["a"]  # type: ignore[union-attr]
+
+
+def test_files_a_call_took_every_right_on_are_kept_and_readable_by_the_next(box: Sandbox) -> None:
+    model = calls(
+        [("c1", "put", {"name": "a", "text": "1"})],
+        [("c2", "hide", {"name": "a"})],
+        [("c3", "read", {"name": "a"}), ("c4", "read", {"name": "hidden/a"})],
+    )
+    assert results(sync.run(LoopSpec(), "go", model=model, tools=box))[2:] == ["1", "1"]
+
+
+def test_fifos_and_sockets_are_not_kept_and_never_opened(box: Sandbox) -> None:
+    model = calls(
+        [("c1", "special", {"name": "pipe"}), ("c2", "put", {"name": "a", "text": "1"})],
+        [("c3", "read", {"name": "pipe"})],
+    )
+    run = sync.run(LoopSpec(), "go", model=model, tools=box)
+    assert results(run) == ["made", "ok", "missing"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid per call needs root")
+def test_each_call_owns_the_tree_and_the_host_gets_it_back_after(box: Sandbox) -> None:
+    model = calls(
+        [("c1", "put", {"name": "a", "text": "1"})],
+        [("c2", "owners", {})],
+    )
+    run = sync.run(LoopSpec(), "go", model=model, tools=box)
+    found = msgspec.json.decode(results(run)[1])
+    assert found[:-1] == [found[-1]] and found[-1] != 0  # all the call's own, while it runs
+    tree = box.workspace.files(run.loop.state.events)  # type: ignore[union-attr]
+    assert {p.lstat().st_uid for p in [tree, *tree.rglob("*")]} == {0}

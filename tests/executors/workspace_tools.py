@@ -40,3 +40,39 @@ def plant(name: str, target: str) -> str:
     """Make `name` a symlink to `target`."""
     os.symlink(target, name)
     return "planted"
+
+
+@tool
+def nest(depth: int) -> str:
+    """Make `depth` directories, each in the one before."""
+    os.makedirs("/".join(["d"] * depth))
+    return "nested"
+
+
+@tool
+def hide(name: str) -> str:
+    """Take every right on the file `name` and on a directory holding a copy of it."""
+    os.mkdir("hidden")
+    with open(name) as f, open("hidden/" + name, "w") as copy:
+        copy.write(f.read())
+    os.chmod("hidden/" + name, 0)
+    os.chmod("hidden", 0)
+    os.chmod(name, 0)
+    return "hidden"
+
+
+@tool
+def special(name: str) -> str:
+    """Make a fifo and a unix socket in the work dir."""
+    import socket
+
+    os.mkfifo(name)
+    socket.socket(socket.AF_UNIX).bind(name + ".sock")
+    return "made"
+
+
+@tool
+def owners() -> list[int]:
+    """The uids owning each thing in the work dir, and the call's own uid last."""
+    found = {os.lstat(os.path.join(d, n)).st_uid for d, ds, fs in os.walk(".") for n in ds + fs}
+    return [*sorted(found), os.getuid()]
