@@ -18,7 +18,7 @@ import trio
 from turnstile.core import LoopSpec, ToolContext
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import ScriptedModel, aio, fork, sync
-from turnstile.executors.sandbox import Sandbox, SandboxLimits, Workspace
+from turnstile.executors.sandbox import Sandbox, SandboxLimits, Workspace, available_tiers
 
 from . import workspace_tools as w
 
@@ -245,3 +245,28 @@ def test_each_call_owns_the_tree_and_the_host_gets_it_back_after(box: Sandbox) -
     assert found[:-1] == [found[-1]] and found[-1] != 0  # all the call's own, while it runs
     tree = box.workspace.files(run.loop.state.events)  # type: ignore[union-attr]
     assert {p.lstat().st_uid for p in [tree, *tree.rglob("*")]} == {0}
+
+
+@pytest.mark.parametrize("tier", ["full", "unprivileged", "landlock"])
+def test_files_persist_under_every_tier(tier: str, tmp_path: Path) -> None:
+    if not available_tiers()[tier].available:
+        pytest.skip(f"{tier}: {available_tiers()[tier].missing}")
+    model = calls([("c1", "put", {"name": "a", "text": "1"})], [("c2", "read", {"name": "a"})])
+    with Sandbox(TOOLS, tier=tier, workspace=Workspace(tmp_path / "store")) as box:
+        assert results(sync.run(LoopSpec(), "go", model=model, tools=box)) == ["ok", "1"]
+
+
+def test_a_call_past_the_snapshots_limit_fails_and_leaves_the_workspace_as_it_was(
+    tmp_path: Path,
+) -> None:
+    store = Workspace(tmp_path / "store", snapshot_bytes=250 * 1024)
+    with Sandbox(TOOLS, workspace=store) as box:
+        model = calls(
+            [("c1", "fill", {"files": 1, "size": 100 * 1024})],
+            [("c2", "put", {"name": "fill-0", "text": "x"})],  # another 1 byte: room for it
+            [("c3", "put", {"name": "fill-0", "text": "y" * 200 * 1024})],  # no room for it
+            [("c4", "read", {"name": "fill-0"})],
+        )
+        said = results(sync.run(LoopSpec(), "go", model=model, tools=box))
+    assert said[:2] == ["filled", "ok"] and said[3] == "x"
+    assert "snapshots' limit of 250 KiB" in said[2] and "as it was before" in said[2]
