@@ -19,9 +19,11 @@ recorded result: a snapshot is written before `run` returns the call's outcome, 
 the executor journals it, and a call whose result was never journaled does not count.
 
 The host walks a tree only once every process of the call is gone, through directory handles
-opened with O_NOFOLLOW: a symlink is kept as a symlink (its target as text), never followed,
-nor is anything but directories, regular files and symlinks read or kept. Calls on a store go
-one at a time (a lock in the process, `flock` on the store across processes).
+opened with O_NOFOLLOW: a symlink is kept as a symlink (its target as text), never followed;
+anything but directories, regular files and symlinks (a fifo, a socket) is deleted unopened;
+what the call took its owner's rights on gets them back; with a uid per call, the tree is the
+call's while it runs and the host's again afterwards. Calls on a store go one at a time (a
+lock in the process, `flock` on the store across processes), the calls of a round in turn.
 """
 
 from __future__ import annotations
@@ -176,9 +178,9 @@ class Workspace:
     it to `Sandbox(..., workspace=)`, and each call of a run works in the run's own directory
     (its cwd, HOME and TMPDIR), writable, with the files the run's earlier calls left. After
     each call the directory is snapshotted (content-addressed: a file unchanged since the last
-    snapshot costs a stat), keyed by the run's history, so that a fork of
-    the run (`fork(..., at=)`) finds the files as they were at its point and a run resumed
-    after a crash as of its last recorded result.
+    snapshot costs a stat), keyed by the run's history, so that a fork of the run (`fork(...,
+    at=)`) finds the files as they were at its point and a run resumed after a crash as of its
+    last recorded result. The executor hands the sandbox that history (`sync` and `aio` do).
 
     The sandbox's `SandboxLimits.disk_bytes` caps the directory (and one file per 4 KiB of it),
     checked when a call ends; `snapshot_bytes` caps the store's file contents together. A call
