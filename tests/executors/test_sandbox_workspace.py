@@ -175,9 +175,9 @@ from turnstile.executors.sandbox import Sandbox, Workspace
 from tests.executors.test_sandbox_workspace import TOOLS, calls
 
 class DiesAfterC2(Sandbox):
-    def run(self, name, arguments, **given):
-        outcome = super().run(name, arguments, **given)
-        if given["context"].call_id == "c2":  # snapshot written, result not yet journaled
+    def run(self, name, arguments, *, context=None, history=None):
+        outcome = super().run(name, arguments, context=context, history=history)
+        if context.call_id == "c2":  # snapshot written, result not yet journaled
             os.kill(os.getpid(), signal.SIGKILL)
         return outcome
 

@@ -11,7 +11,7 @@ import pytest
 import trio
 from turnstile.core import Event, LoopSpec, ToolContext, ToolOutcome, ToolSpec
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
-from turnstile.executors import ScriptedModel, aio, sync
+from turnstile.executors import ScriptedModel, Toolbox, aio, sync
 
 
 class Recorder:
@@ -55,3 +55,12 @@ def test_a_runner_that_takes_history_gets_the_runs_events_so_far_with_each_call(
         trio.run(partial(aio.run, LoopSpec(), "go", model=model(), tools=runner))
     first = ["Started", "ModelReplied", "ToolStarted"]
     assert runner.seen == [first, [*first, "ToolReturned", "ModelReplied", "ToolStarted"]]
+
+
+def test_a_runner_taking_any_keywords_is_not_handed_a_history_it_may_pass_on() -> None:
+    class Passes(Recorder):
+        def run(self, name: str, arguments: dict[str, Any], **given: Any) -> ToolOutcome:
+            return Toolbox([]).run(name, arguments, **given)
+
+    run = sync.run(LoopSpec(), "go", model=model(), tools=Passes())
+    assert run.messages[2].results[0].content == "tool 't' has no implementation in this run"
