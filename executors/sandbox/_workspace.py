@@ -327,9 +327,9 @@ class Workspace:
                     continue
                 mode = stat.S_IMODE(info.st_mode)
                 owner = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600
-                if mode | owner != mode:  # its owner may always read and write it (a lstat
-                    os.chmod(name, mode | owner, dir_fd=parent)  # said: no link to follow)
-                    info = os.lstat(name, dir_fd=parent)
+                if mode | owner != mode and info.st_nlink < 2:  # (a hard link: not ours to
+                    os.chmod(name, mode | owner, dir_fd=parent)  # change; lstat said: no
+                    info = os.lstat(name, dir_fd=parent)  # symlink to follow)
                 mode |= owner
                 if stat.S_ISDIR(info.st_mode):
                     entries.append(_Entry(path, "d", mode))
@@ -432,7 +432,8 @@ class Workspace:
 
     def files(self, events: Sequence[Event]) -> Path:
         """The directory holding the files as the run whose history is `events` (a run's
-        `loop.state.events`) left them; read it, do not change it."""
+        `loop.state.events`) left them, until the run's next call; read it, do not change it
+        (its symlinks are the calls': do not follow them on the host)."""
         with self._held():
             anchor, _, snapshot = self._target(events)
             if snapshot is None:
