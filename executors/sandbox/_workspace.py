@@ -327,9 +327,10 @@ class Workspace:
                     continue
                 mode = stat.S_IMODE(info.st_mode)
                 owner = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600
-                if mode | owner != mode and info.st_nlink < 2:  # (a hard link: not ours to
-                    os.chmod(name, mode | owner, dir_fd=parent)  # change; lstat said: no
-                    info = os.lstat(name, dir_fd=parent)  # symlink to follow)
+                mine = stat.S_ISDIR(info.st_mode) or info.st_nlink == 1  # a hard-linked file
+                if mode | owner != mode and mine:  # is not ours to change (and lstat said:
+                    os.chmod(name, mode | owner, dir_fd=parent)  # no symlink to follow)
+                    info = os.lstat(name, dir_fd=parent)
                 mode |= owner
                 if stat.S_ISDIR(info.st_mode):
                     entries.append(_Entry(path, "d", mode))
