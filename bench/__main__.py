@@ -27,6 +27,7 @@ from . import (
     temporal,
     tracing,
     view,
+    workspace,
 )
 
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += temporal.rows(sizes, times)
     rows += view.rows(sizes, times)
     rows += simulate.rows(sizes, times)
+    rows += workspace.rows(sizes, times)
     if args.quick:
         rows.append(
             ("peers", "", "skipped in --quick (importing them alone takes seconds)", "", "")

@@ -25,7 +25,7 @@ import heapq
 import inspect
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 import anyio
@@ -34,6 +34,7 @@ import anyio.to_thread
 from turnstile.core import (
     AwaitApproval,
     CallModel,
+    Event,
     Observation,
     RunTool,
     ToolContext,
@@ -392,17 +393,19 @@ def model_caller(
     return lambda c: anyio.to_thread.run_sync(sync, c.request, abandon_on_cancel=True)
 
 
-def lazy_caller(runner: ToolRunner, deps: Any) -> Callable[[RunTool], ToolOutcome]:
+def lazy_caller(
+    runner: ToolRunner, deps: Any, history: Callable[[], Sequence[Event]] | None = None
+) -> Callable[[RunTool], ToolOutcome]:
     """`caller(runner, deps)`, made when a call first needs it (a sync tool, a runner's call):
     a run of async tools never does, and asking what a runner's `run` takes costs a run more
     than the rest of its start. A runner that checks its deps is still asked at once."""
     if deps is not None and hasattr(runner, "check_deps"):
-        return caller(runner, deps)
+        return caller(runner, deps, history)
     made: list[Callable[[RunTool], ToolOutcome]] = []
 
     def call(command: RunTool) -> ToolOutcome:
         if not made:  # in a worker thread: two threads making it at once make the same
-            made.append(caller(runner, deps))
+            made.append(caller(runner, deps, history))
         return made[0](command)
 
     return call

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 __all__ = ["Toolbox", "as_runner", "caller"]
 
-from collections.abc import Callable, Iterable
+import inspect
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from turnstile.core import RunTool, Tool, ToolContext, ToolOutcome, ToolSpec, tool
+from turnstile.core import Event, RunTool, Tool, ToolContext, ToolOutcome, ToolSpec, tool
 
 from ._invoke import invoke
 from ._protocols import ToolRunner, takes
@@ -53,14 +54,32 @@ def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRu
     return Toolbox(tools)
 
 
-def caller(runner: ToolRunner, deps: Any = None) -> Callable[[RunTool], ToolOutcome]:
+def _parameters(fn: Callable[..., object]) -> Collection[str]:
+    try:
+        return inspect.signature(fn).parameters.keys()
+    except (TypeError, ValueError):  # no signature to read
+        return ()
+
+
+def caller(
+    runner: ToolRunner,
+    deps: Any = None,
+    history: Callable[[], Sequence[Event]] | None = None,
+) -> Callable[[RunTool], ToolOutcome]:
     """How to run a call on `runner`: with its `ToolContext` (the call's id and `deps`), unless
-    the runner's `run` takes none (one written before calls had a context). A runner that says
-    it cannot take `deps` (`check_deps` raising) stops the run here, before it starts."""
+    the runner's `run` takes none (one written before calls had a context); and the run's
+    events so far (`history()`) to a runner whose `run` names a `history` parameter (a
+    sandbox's workspace is the run's; one taking `**kwargs` may pass them on to a runner
+    that takes none). A runner that says it cannot take `deps` (`check_deps` raising) stops the
+    run here, before it starts."""
     check = getattr(runner, "check_deps", None)
     if deps is not None and check is not None:
         check(deps)
     run: Callable[..., ToolOutcome] = runner.run
+    if history is not None and "history" in _parameters(run):
+        return lambda c: run(
+            c.name, c.arguments, context=ToolContext(c.id, deps), history=history()
+        )
     if takes(run, "context"):
         return lambda c: run(c.name, c.arguments, context=ToolContext(c.id, deps))
     return lambda c: run(c.name, c.arguments)

@@ -110,7 +110,7 @@ async def run(
     spec = rails.bound(spec)
     # a list of tools is no runner: not asking the runtime protocol saves a run 12 µs
     runner = Toolbox(tools) if type(tools) is list else as_runner(tools)
-    run_call = lazy_caller(runner, deps)
+    run_call = lazy_caller(runner, deps, lambda: session.loop.state.events)
     with opened(journal, loop) if journal is not None else _NO_JOURNAL as journaled:
         session = Session(
             spec,

@@ -67,7 +67,7 @@ def run(
     rails = as_guardrails(agent_guardrails(spec, guardrails))
     spec, model, tools = unpacked(spec, model, tools, is_async=False)
     spec = rails.bound(spec)
-    run_call = caller(runner := as_runner(tools), deps)
+    run_call = caller(runner := as_runner(tools), deps, lambda: session.loop.state.events)
     with opened(journal, loop) as journaled:
         session = Session(
             spec,

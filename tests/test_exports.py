@@ -209,6 +209,7 @@ EXPORTS = {
         "TIERS",
         "Tier",
         "UnsendableDeps",
+        "Workspace",
         "available_layers",
         "available_tiers",
     ],

@@ -33,16 +33,17 @@ __all__ = [
     "Secret",
     "Tier",
     "UnsendableDeps",
+    "Workspace",
     "available_layers",
     "available_tiers",
 ]
 
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import Any
 
-from turnstile.core import Tool, ToolContext, ToolOutcome, ToolSpec
+from turnstile.core import Event, Tool, ToolContext, ToolOutcome, ToolSpec
 
 from ._cgroup import where
 from ._egress import Egress, Proxy, Secret
@@ -56,6 +57,7 @@ from ._seccomp import programs
 from ._view import needed_paths
 from ._wire import Call, Prepare, Tree, UnsendableDeps, encode_deps
 from ._workdir import home, remove, workdir
+from ._workspace import Workspace, kept
 
 ALWAYS_REQUIRED = ("scrubbed_env", "rlimits")
 """Layers every sandbox needs: without them (a failed probe, say) none is built."""
@@ -111,6 +113,9 @@ class Sandbox:
     through a proxy of the sandbox's on the host (their only network); `secrets` reach the
     calls as placeholders in their environment (each under its name), which the proxy fills in
     only in requests to the host a `Secret` is bound to. See `_egress`.
+
+    With a `workspace`, each run's calls share a work dir of the run's own that lasts the run,
+    snapshotted after each call (see `Workspace`); without one, each call's is fresh and empty.
     """
 
     def __init__(
@@ -124,8 +129,10 @@ class Sandbox:
         deps: Callable[[Any], Any] | None = None,
         secrets: Mapping[str, Secret] | None = None,
         egress: Mapping[str, Egress] | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         self.limits = limits
+        self.workspace = workspace
         self._pick = deps
         self._sent: tuple[Any, bytes | None] = (None, None)  # the last deps, encoded
         self._tools: dict[str, ToolRef] = {}
@@ -187,24 +194,34 @@ class Sandbox:
         return raw
 
     def run(
-        self, name: str, arguments: dict[str, Any], *, context: ToolContext | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        context: ToolContext | None = None,
+        history: Sequence[Event] | None = None,
     ) -> ToolOutcome:
         """Run one call in a fresh confined process; every failure is an `is_error` outcome.
         `context` (the call's id, and what crosses of its deps) goes to the tool that asks for
-        it; nothing else does."""
+        it; nothing else does. `history`, the run's events so far (`sync` and `aio` give it),
+        says which run's workspace the call works in, and in what state."""
         ref = self._tools.get(name)
         if ref is None:
             return ToolOutcome(f"tool {name!r} has no implementation in this run", True)
         wall_s = ref.spec.timeout_s or self.limits.wall_s
         try:
-            with workdir("separate_uid" in self._applied, self._tree.home is None) as (path, uid):
+            on_host = self._tree.home is None and self.workspace is None
+            with (
+                workdir("separate_uid" in self._applied, on_host) as (path, uid),
+                kept(self.workspace, history, context, self.limits, uid) as workspace,
+            ):
                 call = Call(
                     tool=ref.path,
                     spec=ref.spec,
                     arguments=arguments,
                     call_id=None if context is None else context.call_id,
                     deps=None if context is None else self._encoded(context.deps),
-                    workdir=path,
+                    workdir=workspace.path or path,
                     uid=uid,
                     limits=self.limits,
                     layers=self._applied,
@@ -218,7 +235,7 @@ class Sandbox:
                     healthy = answer.healthy
                 finally:
                     self._pool.release(launcher, healthy)
-            return answer.outcome(name, self.limits, wall_s)
+                return workspace.snapshot(answer.outcome(name, self.limits, wall_s))
         except Exception as e:  # the sandbox's own failure must not end the run
             return ToolOutcome(f"the sandbox failed to run {name}: {type(e).__name__}: {e}", True)
 
