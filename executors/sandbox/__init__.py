@@ -162,14 +162,15 @@ class Sandbox:
         needed = needed_paths(modules, limits.writable_paths, network=tls_files)
         calls_home = home() if "workdir_tmpfs" in self._applied else None
         filters = programs(network=limits.network)
-        self._tree = Tree(self._applied, needed, limits, calls_home, where(), filters)
-        self._removes_home = weakref.finalize(self, remove, calls_home) if calls_home else None
         self._proxy = None
         if secrets or egress:
             if limits.network:
                 raise ValueError("egress and secrets are for calls without network")
             self._proxy = Proxy(egress or {}, secrets or {})
             weakref.finalize(self, self._proxy.close)
+        proxy, own = self._proxy.path if self._proxy else "", workspace is not None
+        self._tree = Tree(self._applied, needed, limits, calls_home, where(), filters, proxy, own)
+        self._removes_home = weakref.finalize(self, remove, calls_home) if calls_home else None
         self._pool = Pool(self._sys_path, warm, Prepare(self._tree))
 
     @property

@@ -163,7 +163,9 @@ def _confined_ahead(
     """In a process made ahead of its call in a root of its own, with its work dir in its own
     tmpfs (holding CAP_SYS_ADMIN there): take every step of confinement but those `AT_CALL`,
     as for a call like those its tree is made for. The layers of those steps, None if not."""
-    if not made.get("workdir_tmpfs", Layer(False, "")).in_force or "/" not in covers:
+    if kind.workspace or not made.get("workdir_tmpfs", Layer(False, "")).in_force:
+        return None
+    if "/" not in covers:
         return None
     uid = 0 if "separate_uid" in kind.layers else None  # its call's, which will be another
     like = Call(
@@ -174,6 +176,7 @@ def _confined_ahead(
         uid=uid,
         limits=kind.limits,
         layers=kind.layers,
+        egress=kind.egress,
     )
     layers = {"private_root": _show_own_paths(like, covers, os.path.dirname(workdir))}
     ahead = tuple(name for name in LAYERS if name not in AT_CALL)
@@ -228,7 +231,12 @@ def serve(
         if early is None:
             root = _show_own_paths(call, covers, tmpfs)
         else:  # (a call like those of its tree, or it is refused)
-            like = (call.layers, call.limits, call.probe) == (kind.layers, kind.limits, False)
+            like = (call.layers, call.limits, call.egress, call.probe) == (
+                kind.layers,
+                kind.limits,
+                kind.egress,
+                False,
+            )
             root = early.pop("private_root") if like else Layer(False, "made for other calls")
             layers.update((name, layer) for name, layer in early.items() if name in wanted)
         if "private_root" in wanted:

@@ -96,6 +96,11 @@ class Tree(msgspec.Struct, frozen=True):
     home: str | None = None
     cgroups: Hierarchy | str = "not asked for"
     filters: dict[str, tuple[bytes, str]] | str = "not asked for"
+    egress: str = ""
+    """The egress proxy's socket, shown to every call (see `_egress`); "" without one."""
+    workspace: bool = False
+    """Whether the calls bring work dirs of their own (a `Workspace`'s): a process made ahead
+    of its call is then not confined ahead, as its work dir is known only with its call."""
 
 
 class Start(msgspec.Struct, tag="start", frozen=True):

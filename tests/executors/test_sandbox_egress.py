@@ -12,6 +12,7 @@ import shutil
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -283,3 +284,19 @@ def test_the_proxy_s_socket_goes_with_the_sandbox(hosts: tuple[Host, Host]) -> N
     assert os.path.exists(path)
     box.close()
     assert not os.path.exists(os.path.dirname(path))
+
+
+@pytest.mark.parametrize("tier", list(TIERS))
+def test_a_warm_sandbox_s_calls_made_ahead_reach_the_proxy_too(
+    tier: str, hosts: tuple[Host, Host]
+) -> None:
+    """A call's process confined ahead of its call is shown the proxy's socket as well."""
+    needs_tier(tier)
+    a, _ = hosts
+    egress = {"api.example.com": Egress("127.0.0.2", (a.server_address[1],), tls=False)}
+    tools = [f"{TOOLS}:fetch"]
+    with Sandbox(tools, SandboxLimits(wall_s=30), tier=tier, warm=1, egress=egress) as box:
+        for _ in range(3):  # the first call's tree, then processes confined ahead of their calls
+            assert _run(box, "fetch", url=_url(a, "api.example.com")).startswith("200 ")
+            time.sleep(0.5)  # time for the next call's process to confine itself ahead
+    assert len(a.seen) == 3
