@@ -11,7 +11,6 @@ from __future__ import annotations
 __all__ = ["ASKED", "BUSY", "INTERRUPTED", "REUSED", "Opened", "opened", "schedule"]
 
 from collections.abc import Mapping, Set
-from typing import NamedTuple
 
 from ._guards import Checks
 from ._messages import ToolCall, ToolResult
@@ -43,14 +42,11 @@ BUSY = frozenset({_RUNNING, _STARTED})  # a RunTool went out: the call may be ru
 ASKED = frozenset({_APPROVAL})
 
 
-class Opened(NamedTuple):
-    """A reply's calls as a round (`opened`)."""
-
-    round: list[PendingCall]
-    counted: dict[str, int]  # this reply's calls, by name and arguments, for the repeats guard
-    repeated: str | None  # why the repeats guard stops the run, if it does
-    wrong: int  # answers (the output tool's) that failed `LoopSpec.output`
-    asks: list[PendingCall]  # the calls that need a human's approval
+Opened = tuple[list[PendingCall], dict[str, int], str | None, int, list[PendingCall]]
+"""A reply's calls as a round (`opened`): the round; this reply's calls by name and arguments,
+for the repeats guard; why that guard stops the run, if it does; how many answers (the output
+tool's) failed `LoopSpec.output`; the calls that need a human's approval. A plain tuple: a
+`NamedTuple` costs a Python-level call to build, on every turn's path."""
 
 
 def opened(
@@ -91,7 +87,7 @@ def opened(
             else:
                 p = PendingCall(call, _QUEUED)
         round_.append(p)
-    return Opened(round_, counted, repeated, wrong, asks)
+    return round_, counted, repeated, wrong, asks
 
 
 def _resolved(call: ToolCall, error: str) -> PendingCall:
