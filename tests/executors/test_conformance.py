@@ -11,6 +11,7 @@ import anyio
 import msgspec
 import pytest
 from turnstile.core import LoopSpec, ModelRequest, Started, ToolReturned, ToolStarted
+from turnstile.core.guardrails import FinalAnswer, guardrail
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults
 from turnstile.executors import Run, ScriptedModel, aio, sync
 from turnstile.executors.sandbox import Sandbox, SandboxLimits
@@ -136,3 +137,69 @@ def test_a_spec_naming_no_tools_is_offered_the_runners_tools(
         run = anyio.run(drive, backend=executor)
     assert run.output == OFFERED
     assert not run.state.messages[2].results[0].is_error
+
+
+@guardrail(on="input")
+def on_topic(messages: list[object]) -> str | None:
+    return None
+
+
+@guardrail(on="tool_call")
+def no_secrets(call: ToolCall) -> str | None:
+    return "notes may not be secret" if call.arguments.get("title") == "secret" else None
+
+
+@guardrail(on="final")
+def says_saved(answer: FinalAnswer) -> str | None:
+    return None if "saved" in answer.text else "the answer must say what was saved"
+
+
+def notes(*titles: str) -> ScriptedModel:
+    """A model that saves a note of each title in one reply, then says what it saved."""
+    calls = [
+        ToolCall(f"c{i}", "save_note", {"title": t, "body": "b"}) for i, t in enumerate(titles)
+    ]
+    return ScriptedModel(
+        [
+            ModelResponse(calls, ModelStop.tool_use),
+            ModelResponse([Text(f"saved {', '.join(titles)}")], ModelStop.end_turn),
+        ]
+    )
+
+
+@pytest.mark.parametrize("titles", [("a", "b"), ("a", "secret")], ids=["pass", "trip"])
+def test_every_executor_checks_guardrails_alike(titles: tuple[str, ...], sandbox: Sandbox) -> None:
+    """The same guardrails give the same event log under sync, asyncio, trio and the sandbox:
+    checks asked and answered, a round held until they passed, a trip ending the run."""
+    rails = [on_topic, no_secrets, says_saved]
+    spec = LoopSpec(guardrails=rails)
+    logs = {}
+    for executor in ("sync", "asyncio", "trio", "sandbox"):
+        tools = sandbox if executor == "sandbox" else runner_tools()
+        model = notes(*titles)
+        if executor in ("sync", "sandbox"):
+            run = sync.run(spec, "take notes", model=model, tools=tools, guardrails=rails)
+        else:
+
+            async def drive(model: ScriptedModel = model, tools: object = tools) -> Run:
+                return await aio.run(spec, "take notes", model=model, tools=tools, guardrails=rails)
+
+            run = anyio.run(drive, backend=executor)
+        logs[executor] = event_log(run)
+    # the same events: checks asked together answer in any order under aio, and a trip ends
+    # the run with the checks still out unanswered (so those may differ); under each executor
+    # no call started before every check of its turn had answered
+    trip = "secret" in titles
+    same = {e: sorted(line for line in log if not trip or '"tripped": false' not in line)
+            for e, log in logs.items()}  # fmt: skip
+    assert same == dict.fromkeys(logs, same["sync"])
+    for log in logs.values():
+        started = [i for i, line in enumerate(log) if '"tool_started"' in line]
+        answered = [i for i, line in enumerate(log) if "/input/" in line or "/tool_call/" in line]
+        assert all(i > max(answered) for i in started)
+    checked = [line for line in logs["sync"] if '"guardrail_checked"' in line]
+    if trip:
+        assert logs["sync"][-1] == "finish guardrail" and len(checked) >= 2
+        assert not any('"tool_started"' in line for line in logs["sync"])
+    else:
+        assert logs["sync"][-1] == "finish completed" and len(checked) == 4
