@@ -103,8 +103,10 @@ def encode(
         if used:
             body["tools"] = [{"name": name, "input_schema": dict(_ANY_OBJECT)} for name in used]
             body["tool_choice"] = {"type": "none"}
-    if mark is not None and "tools" in body:
-        body["tools"][-1] = {**body["tools"][-1], "cache_control": mark}
+    if mark is not None and "tools" in body:  # on the last tool in the prefix: deferred ones
+        loaded = [i for i, t in enumerate(body["tools"]) if not t.get("defer_loading")]
+        if loaded:  # are not in it (tool search appends them to the history when it finds them)
+            body["tools"][loaded[-1]] = {**body["tools"][loaded[-1]], "cache_control": mark}
     body.update(options)
     thinking = body.get("thinking")
     if (

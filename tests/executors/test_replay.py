@@ -64,6 +64,7 @@ FINISHES = {
     "anthropic/thinking.json": StopReason.completed,
     "anthropic/thinking_after_fallback.json": StopReason.completed,
     "anthropic/tool_error.json": StopReason.completed,
+    "anthropic/tool_search.json": StopReason.completed,
     "anthropic/trip.json": StopReason.completed,
     "clouds/azure_chat_weather.json": StopReason.completed,
     "compat/deepseek_fallback.stream.json": StopReason.model_error,

@@ -108,6 +108,14 @@ def test_never_more_than_four_and_the_last_tool_is_the_last_server_tool() -> Non
     assert "cache_control" not in SEARCH.definition
 
 
+def test_deferred_tools_are_not_in_the_prefix_so_the_last_loaded_tool_holds_the_mark() -> None:
+    deferred = ToolSpec("get_weather", "The weather.", {"type": "object"}, defer_loading=True)
+    out = body(turns(1), tools=(CHART, deferred))
+    assert marks(out)[0] == "tools[0]" and out["tools"][1]["defer_loading"] is True
+    only = body(turns(1), tools=(deferred,))  # none loaded: no tool holds one
+    assert not any(m.startswith("tools") for m in marks(only))
+
+
 def test_a_one_hour_ttl() -> None:
     out = body(turns(1), cache=CachePolicy(ttl="1h"))
     assert {json.dumps(out["tools"][-1]["cache_control"])} == {'{"type": "ephemeral", "ttl": "1h"}'}

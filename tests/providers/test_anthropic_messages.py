@@ -247,6 +247,7 @@ FINISHES = {
     "fallback.json": StopReason.completed,
     "fallback_from_deepseek.json": StopReason.completed,
     "trip.json": StopReason.completed,
+    "tool_search.json": StopReason.completed,
 }
 
 # Deliberate departures from the SDK's types, each with the value that makes the body conform: the

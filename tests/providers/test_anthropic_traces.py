@@ -230,3 +230,14 @@ def test_a_run_falls_back_from_deepseek_to_anthropic_after_a_tool_ran(executor: 
         body = exchange.request.body  # type: ignore[assignment]
         assert thinking_rule_broken(body) is None
         assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+
+
+def test_a_deferred_tool_found_by_tool_search_runs_and_the_search_goes_back_in_place() -> None:
+    run = replay(FIXTURES / "tool_search.json")
+    assert run.stop_reason is StopReason.completed
+    assert run.trajectory() == ["get_weather", "get_weather"]
+    first, second = bodies("tool_search.json")
+    assert [t.get("defer_loading") for t in first["tools"]] == [None, True]  # search first
+    assert "cache_control" in first["tools"][0]  # the prefix ends before the deferred tool
+    kinds = [b["type"] for b in second["messages"][1]["content"]]
+    assert kinds == ["text", "server_tool_use", "tool_search_tool_result", "tool_use", "tool_use"]
