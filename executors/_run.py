@@ -46,8 +46,9 @@ class RunFailed(TurnstileError):
 
 def _failure(state: LoopState) -> Failure | None:
     """The failure the run ended in: a model call that failed for good, tools that failed
-    round after round, or answers that never matched the spec's output; None for any other
-    end (a limit the spec set, a cancel, the model's own stop)."""
+    round after round, a guardrail that tripped (`kind` its name), or answers that never
+    matched the spec's output; None for any other end (a limit the spec set, a cancel, the
+    model's own stop)."""
     reason = state.stop_reason
     if reason is StopReason.model_error:
         for event in reversed(state.events):
@@ -65,6 +66,9 @@ def _failure(state: LoopState) -> Failure | None:
         errors = [str(r.content) for r in last.results if r.is_error]
         message = f"tool calls failed {state.failed_rounds} rounds in a row; the last: "
         return Failure(reason=reason, kind=reason.value, message=message + "; ".join(errors))
+    if reason is StopReason.guardrail and isinstance(state.output, dict):
+        name, on, said = (str(state.output.get(k, "")) for k in ("guardrail", "on", "message"))
+        return Failure(reason, name, f"the guardrail {name} ({on}) tripped: {said}")
     if reason is StopReason.invalid_output:
         tries = state.output_retries
         message = f"the model gave no answer the spec's output accepts in {tries} tries"
@@ -110,7 +114,8 @@ class Run:
     @property
     def error(self) -> Failure | None:
         """Why the run failed, if it did: a model call that failed for good (`model_error`),
-        tools failing round after round (`tool_errors`), no valid answer (`invalid_output`)."""
+        tools failing round after round (`tool_errors`), a guardrail that tripped
+        (`guardrail`), no valid answer (`invalid_output`)."""
         return _failure(self.loop.state)
 
     def raise_for_error(self) -> Run:

@@ -18,6 +18,7 @@ from turnstile.core import (
     ToolSpec,
     tool,
 )
+from turnstile.core.guardrails import FinalAnswer, guardrail
 from turnstile.core.messages import (
     ModelResponse,
     ModelStop,
@@ -328,6 +329,23 @@ def test_a_failed_run_says_why_in_its_error_and_a_loaded_or_replayed_one_the_sam
 def test_a_run_that_did_not_fail_has_no_error_and_raise_for_error_gives_it_back() -> None:
     run = sync.run(LoopSpec(), "hi", model=ScriptedModel([text("hello")]))
     assert run.error is None and run.raise_for_error() is run
+
+
+def test_a_tripped_guardrail_is_a_failure_naming_the_check_so_no_dict_passes_for_the_answer() -> (
+    None
+):
+    @guardrail(on="final")
+    def polite(answer: FinalAnswer) -> str | None:
+        return "rude" if "hello" in answer.text else None
+
+    spec = LoopSpec(guardrails=[polite])
+    run = sync.run(spec, "hi", model=ScriptedModel([text("hello")]), guardrails=[polite])
+    assert run.stop_reason is StopReason.guardrail
+    assert run.error == Failure(
+        StopReason.guardrail, "polite", "the guardrail polite (final) tripped: rude"
+    )
+    with pytest.raises(RunFailed, match="polite"):
+        run.raise_for_error()
 
 
 def test_tools_that_keep_failing_and_answers_that_stay_invalid_are_failures_too() -> None:
