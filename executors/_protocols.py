@@ -4,12 +4,12 @@ from __future__ import annotations
 
 __all__ = ["AsyncModelClient", "ModelClient", "ToolRunner", "takes"]
 
-import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from turnstile.core import ModelRequest, ToolOutcome, ToolSpec
 from turnstile.core.messages import ModelResponse
+from turnstile.providers.client import takes
 
 
 @runtime_checkable
@@ -39,13 +39,3 @@ class ToolRunner(Protocol):
     def specs(self) -> Sequence[ToolSpec]: ...
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
-
-
-def takes(fn: Callable[..., object], keyword: str) -> bool:
-    """Whether `fn` accepts the keyword argument `keyword` (by name, or through `**kwargs`): the
-    protocols' optional extras are passed only to implementations written for them."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # no signature to read: call it as the protocol once was
-        return False
-    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in parameters)

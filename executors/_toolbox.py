@@ -4,8 +4,7 @@ from __future__ import annotations
 
 __all__ = ["Toolbox", "as_runner", "caller"]
 
-import inspect
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from turnstile.core import Event, RunTool, Tool, ToolContext, ToolOutcome, ToolSpec, tool
@@ -54,13 +53,6 @@ def as_runner(tools: ToolRunner | Iterable[Tool | Callable[..., Any]]) -> ToolRu
     return Toolbox(tools)
 
 
-def _parameters(fn: Callable[..., object]) -> Collection[str]:
-    try:
-        return inspect.signature(fn).parameters.keys()
-    except (TypeError, ValueError):  # no signature to read
-        return ()
-
-
 def caller(
     runner: ToolRunner,
     deps: Any = None,
@@ -76,7 +68,7 @@ def caller(
     if deps is not None and check is not None:
         check(deps)
     run: Callable[..., ToolOutcome] = runner.run
-    if history is not None and "history" in _parameters(run):
+    if history is not None and takes(run, "history", named=True):
         return lambda c: run(
             c.name, c.arguments, context=ToolContext(c.id, deps), history=history()
         )

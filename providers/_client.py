@@ -18,7 +18,7 @@ same way is not expected to fix that (a transient proxy page comes with a 5xx, w
 
 from __future__ import annotations
 
-__all__ = ["StreamReader", "Wire", "WireClient", "read_body"]
+__all__ = ["StreamReader", "Wire", "WireClient", "read_body", "takes"]
 
 import inspect
 from collections.abc import Callable
@@ -40,6 +40,18 @@ if TYPE_CHECKING:
 # How many times one call's dropped stream is picked up where it broke, when its format can (a
 # Responses stream in background mode); each pick-up that fails is one more drop.
 _RESUMES = 3
+
+
+def takes(fn: Callable[..., object], keyword: str, *, named: bool = False) -> bool:
+    """Whether `fn` accepts the keyword argument `keyword`: by name, or (unless `named`)
+    through `**kwargs`. Optional extras of a protocol (`on_delta`, `context`, `history`) are
+    passed only to implementations written for them; one without a signature to read gets
+    none, as the protocol once was called."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == keyword or (not named and p.kind is p.VAR_KEYWORD) for p in parameters)
 
 
 class Wire(NamedTuple):

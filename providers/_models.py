@@ -8,7 +8,6 @@ from __future__ import annotations
 __all__ = ["MissingAPIKey", "ModelRouter", "model_client"]
 
 import importlib
-import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -17,7 +16,7 @@ import msgspec
 from turnstile.core import InvalidSpec, ModelRequest, TurnstileError
 from turnstile.core.messages import History, ModelResponse
 
-from ._client import WireClient
+from ._client import WireClient, takes
 from ._deltas import Delta
 from ._errors import ProviderError
 from ._optional import required
@@ -228,12 +227,5 @@ def _format_of(client: Any) -> str | None:
 
 
 def _streamed(method: Callable[..., Any], on_delta: Any) -> dict[str, Any]:
-    """`on_delta` for a client method written to take it (the executors' rule, `takes`)."""
-    if on_delta is None:
-        return {}
-    try:
-        parameters = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    taken = any(p.name == "on_delta" or p.kind is p.VAR_KEYWORD for p in parameters)
-    return {"on_delta": on_delta} if taken else {}
+    """`on_delta` for a client method written to take it (`takes`, the executors' rule too)."""
+    return {} if on_delta is None or not takes(method, "on_delta") else {"on_delta": on_delta}

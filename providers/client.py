@@ -3,6 +3,7 @@ without knowing the format."""
 
 from __future__ import annotations
 
-__all__ = ["WireClient"]
+__all__ = ["WireClient", "takes"]
 
 from ._client import WireClient as WireClient
+from ._client import takes as takes

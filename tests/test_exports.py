@@ -121,7 +121,7 @@ EXPORTS = {
         "model_client",
         "portable",
     ],
-    "turnstile.providers.client": ["WireClient"],
+    "turnstile.providers.client": ["WireClient", "takes"],
     "turnstile.providers.extras": ["missing_extra", "required"],
     "turnstile.providers.anthropic_messages": [
         "Client",
