@@ -29,10 +29,29 @@ from turnstile.core import (
     ToolReturned,
     ToolStarted,
 )
-from turnstile.core.messages import Document, Image, Opaque, Text, Thinking, ToolCall
+from turnstile.core.messages import (
+    AssistantMessage,
+    Document,
+    Image,
+    Opaque,
+    Text,
+    Thinking,
+    ToolCall,
+)
 from turnstile.executors import transcript
 
 __all__ = ["run_log", "step_line"]
+
+
+def call_ids(messages: Sequence[Any]) -> list[str]:
+    """The ids of the tool calls in `messages`' replies, in order."""
+    return [
+        p.id
+        for m in messages
+        if type(m) is AssistantMessage
+        for p in m.content
+        if type(p) is ToolCall
+    ]
 
 
 def _args(arguments: dict[str, Any]) -> str:

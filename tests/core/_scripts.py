@@ -61,6 +61,8 @@ from turnstile.core.messages import (
 )
 from turnstile.core.request import Purpose
 
+from tests.steps import call_ids
+
 PENDING_PHASES = ("awaiting_tools", "awaiting_approval", "checking")
 BUDGET_REASONS = (
     StopReason.max_turns,
@@ -568,19 +570,12 @@ def odd_observation(data: st.DataObject, spec: LoopSpec, loop: Loop) -> Observat
     st_ = loop.state
     last = st_.events[-1].now if st_.events else 0.0
     model_ids = sorted({st_.pending_model or "model-1", "model-1", f"model-{st_.model_calls + 1}"})
-    seen = {
-        p.id
-        for m in st_.messages
-        if type(m) is AssistantMessage
-        for p in m.content
-        if type(p) is ToolCall
-    }
-    call_ids = [*sorted(seen), "ghost"]
+    ids = [*sorted(set(call_ids(st_.messages))), "ghost"]
     kind = data.draw(st.integers(0, 7))
     now = last + data.draw(st.sampled_from([*TIME_STEPS, 100.0]))
     if kind == 0:
         tag = f"fz{len(st_.events)}-"
-        pool = [tag + "a", tag + "b", tag + "c", *call_ids]
+        pool = [tag + "a", tag + "b", tag + "c", *ids]
         names = [t.name for t in spec.tools] + [UNKNOWN_TOOL]
         ids = data.draw(st.lists(st.sampled_from(pool), max_size=3))
         response = draw_response(data, [draw_call(data, i, names) for i in ids])
@@ -588,7 +583,7 @@ def odd_observation(data: st.DataObject, spec: LoopSpec, loop: Loop) -> Observat
     if kind == 1:
         retryable = data.draw(st.booleans())
         return ModelFailed(data.draw(st.sampled_from(model_ids)), "boom", retryable, now=now)
-    call_id = data.draw(st.sampled_from(call_ids))
+    call_id = data.draw(st.sampled_from(ids))
     if kind == 2:
         return ToolReturned(call_id, "ok", data.draw(st.booleans()), now=now)
     if kind == 3:

@@ -23,8 +23,6 @@ from turnstile.core import (
     StopReason,
 )
 from turnstile.core.messages import (
-    AssistantMessage,
-    ToolCall,
     validate_history,
 )
 from turnstile.executors import Run, transcript
@@ -39,7 +37,7 @@ from turnstile.providers.replay import (
     spec_for,
 )
 
-from tests.steps import run_log, step_line
+from tests.steps import call_ids, run_log, step_line
 
 from .backoff import retries_wait
 
@@ -208,15 +206,8 @@ class _Shared(AmberSnapshotExtension):
 
 def _neutral(lines: list[str], run: Run) -> str:
     """The steps with the provider's call ids replaced by their order: call-1, call-2, ..."""
-    ids = [
-        p.id
-        for m in run.messages
-        if type(m) is AssistantMessage
-        for p in m.content
-        if type(p) is ToolCall
-    ]
     text = "\n".join(lines)
-    for n, call_id in enumerate(dict.fromkeys(ids), 1):
+    for n, call_id in enumerate(dict.fromkeys(call_ids(run.messages)), 1):
         text = text.replace(call_id, f"call-{n}")
     return text
 

@@ -36,6 +36,8 @@ from turnstile.providers._errors import DecodeError, ProviderError
 from turnstile.providers._sse import events_json
 from turnstile.providers.replay import TraceError, load_trace, spec_for
 
+from tests.steps import call_ids
+
 DIALECTS = sorted(openai_chat.DIALECTS)
 
 
@@ -333,16 +335,7 @@ def test_a_server_s_responses_validate_against_the_sdk_s_types(name: str) -> Non
 
 def test_calls_without_ids_get_the_same_made_ids_on_every_replay() -> None:
     runs = [replay(COMPAT / "ollama_bare_calls.stream.json", executor=e) for e in ("sync", "trio")]
-    ids = [
-        [
-            p.id
-            for m in r.messages
-            if type(m) is AssistantMessage
-            for p in m.content
-            if type(p) is ToolCall
-        ]
-        for r in runs
-    ]
+    ids = [call_ids(r.messages) for r in runs]
     assert ids == [["call_0_chatcmpl-305", "call_1_chatcmpl-305"]] * 2
     assert runs[0].messages == runs[1].messages
 
