@@ -116,18 +116,19 @@ def _unmarked(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tools(body: dict[str, Any]) -> tuple[tuple[ToolSpec, ...], list[ServerTool]]:
+    """The function tools as `ToolSpec`s, every other tool kept verbatim at its index; those
+    after the last function tool go back after them anyway, so they take no position."""
     specs: list[ToolSpec] = []
     kept_: list[tuple[int, dict[str, Any]]] = []
+    last = -1  # the last function tool's index
     for i, tool in enumerate(body.get("tools", ())):
         spec = _spec(expect(tool, dict, f"tools[{i}]"))
         if spec is None:
             kept_.append((i, kept(tool, f"tools[{i}]")))
         else:
             specs.append(spec)
-    # a kept tool with only kept tools after it goes back after the function tools, unplaced
-    count, indexes = len(body.get("tools", ())), {i for i, _ in kept_}
-    placed_ = [ServerTool(FORMAT, tool, position=None if indexes >= set(range(i, count)) else i)
-               for i, tool in kept_]  # fmt: skip
+            last = i
+    placed_ = [ServerTool(FORMAT, tool, position=i if i < last else None) for i, tool in kept_]
     return tuple(specs), placed_
 
 
