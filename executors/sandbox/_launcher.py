@@ -25,7 +25,12 @@ while the call runs, and kills the tree at the call's CPU limit.
 
 When a call's process exits, init kills and reaps the rest of the namespace, then tells the
 launcher how the call ended; the launcher answers `Done` only then, never while a process of
-the call still runs. `Kill` from the host SIGKILLs init (the kernel kills the whole namespace).
+the call can still run. A call's process that ended well closes its descriptors and stops
+itself (SIGSTOP) in place of exiting: a stopped process runs no code and has no system call
+half done, so once init has seen it stop and found no other process in the namespace (its
+/proc), the call is answered, and the process is killed after. Its exit, which tears down its
+copy of init's memory (about a millisecond), is then off the answer's way. `Kill` from the
+host SIGKILLs init (the kernel kills the whole namespace).
 Without pid namespaces the launcher is a child subreaper instead: a tree serves one call, and
 orphans come back to the launcher and are killed before `Done`.
 
@@ -64,6 +69,7 @@ from ._linux import (
     keep_only,
     kill_the_rest,
     limit_malloc_arenas,
+    others_alive,
     private_mounts,
     set_child_subreaper,
     set_parent_death_signal,
@@ -150,6 +156,7 @@ def _init(
     launcher = socket.socket(fileno=up)
     frame(Exited(0, False))  # a first run, so that the one after the call is quicker
     serving = os.getpid() == 1
+    stops = serving and "/" in covers  # its /proc shows the namespace's processes
     held: list[int] = []
     while True:
         gc.freeze()
@@ -160,15 +167,21 @@ def _init(
                 os.close(fd)
             mine = dict(layers)
             workdir = call_mounts(kind, mine, _failed)
-            child.serve(socket.socket(fileno=down), mine, covers, workdir, kind, ahead, tell)
+            down_sock = socket.socket(fileno=down)
+            child.serve(down_sock, mine, covers, workdir, kind, ahead, tell, stops)
         os.close(tell)
         for fd in held:
             os.close(fd)  # the last call's namespaces go now, off its answer's way
         held = hold_namespaces(pid, made)
-        wait_status = wait_for(pid)
-        send(launcher, Exited(wait_status, kill_the_rest() if serving else still_running()))
+        wait_status = wait_for(pid, stops)
+        if os.WIFSTOPPED(wait_status):  # it ended well, and stopped: it can do nothing more
+            ended = Exited(0, others_alive(pid) and kill_the_rest())
+        else:
+            ended = Exited(wait_status, kill_the_rest() if serving else still_running())
+        send(launcher, ended)
         if not serving:
             os._exit(0)
+        kill_the_rest()  # a call's process that stopped: its exit is off its answer's way
         ahead = True
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "mount_proc",
     "mount_tmpfs",
     "no_new_privs",
+    "others_alive",
     "pivot_root_here",
     "private_mounts",
     "read_only",
@@ -303,10 +304,9 @@ def limit_malloc_arenas(count: int) -> None:
     libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(count))
 
 
-def children() -> list[int]:
-    """The pids of this process's children, read from /proc (the `children` file is optional)."""
-    me = os.getpid()
-    pids: list[int] = []
+def _processes() -> list[tuple[int, int, bytes]]:
+    """Each process /proc shows: its pid, its parent's and its state letter."""
+    found: list[tuple[int, int, bytes]] = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -315,9 +315,20 @@ def children() -> list[int]:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == me:
-            pids.append(int(entry))
-    return pids
+        found.append((int(entry), int(fields[1]), fields[0]))
+    return found
+
+
+def children() -> list[int]:
+    """The pids of this process's children, read from /proc (the `children` file is optional)."""
+    me = os.getpid()
+    return [pid for pid, parent, _ in _processes() if parent == me]
+
+
+def others_alive(pid: int) -> bool:
+    """As pid 1 of a pid namespace whose /proc it sees: whether any process but itself and
+    `pid` is alive in it (a zombie is not)."""
+    return any(p not in (1, pid) and state != b"Z" for p, _, state in _processes())
 
 
 def still_running() -> bool:
@@ -340,11 +351,14 @@ def keep_only(*fds: int) -> None:
     os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def wait_for(pid: int) -> int:
-    """Wait for child `pid` (reaping any other child that ends first); its wait status."""
+def wait_for(pid: int, stops: bool = False) -> int:
+    """Wait for child `pid` to exit, or if `stops` to stop itself with SIGSTOP (reaping any
+    other child that ends first); its wait status."""
+    flags = os.WUNTRACED if stops else 0
     while True:
-        reaped, wait_status = os.waitpid(-1, 0)
-        if reaped == pid:
+        reaped, wait_status = os.waitpid(-1, flags)
+        stopped = os.WIFSTOPPED(wait_status)
+        if reaped == pid and (not stopped or os.WSTOPSIG(wait_status) == signal.SIGSTOP):
             return wait_status
 
 
