@@ -179,7 +179,7 @@ def _init(
         else:
             ended = Exited(wait_status, kill_the_rest() if serving else still_running())
         send(launcher, ended)
-        if not serving:
+        if not serving or not launcher.recv(1):  # the launcher has answered the call
             os._exit(0)
         kill_the_rest()  # a call's process that stopped: its exit is off its answer's way
         ahead = True
@@ -223,6 +223,13 @@ class _Tree:
         for fd in fds:
             os.close(fd)
         return True
+
+    def answered(self) -> None:
+        """Tell init the call is answered: what it does next (kill the call's stopped process,
+        make the next) would otherwise take the CPU the answer needs."""
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):  # init is gone: the tree is discarded anyway
+                self.up.send(b".")
 
     def kill(self) -> None:
         if self.pidfd >= 0:
@@ -468,6 +475,7 @@ def main(sock_fd: int) -> None:
             tree.discard()
             break
         send(sock, done)
+        tree.answered()
         trees.after(tree, done)
     trees.discard()
     os._exit(0)  # nothing to finalize; spares the host's wait

@@ -304,31 +304,33 @@ def limit_malloc_arenas(count: int) -> None:
     libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(count))
 
 
-def _processes() -> list[tuple[int, int, bytes]]:
-    """Each process /proc shows: its pid, its parent's and its state letter."""
-    found: list[tuple[int, int, bytes]] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        found.append((int(entry), int(fields[1]), fields[0]))
-    return found
+def _state(pid: str) -> tuple[int, bytes] | None:
+    """The parent of process `pid` and its state letter, from /proc (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0]
 
 
 def children() -> list[int]:
     """The pids of this process's children, read from /proc (the `children` file is optional)."""
     me = os.getpid()
-    return [pid for pid, parent, _ in _processes() if parent == me]
+    found = ((entry, _state(entry)) for entry in os.listdir("/proc") if entry.isdigit())
+    return [int(entry) for entry, state in found if state is not None and state[0] == me]
 
 
 def others_alive(pid: int) -> bool:
     """As pid 1 of a pid namespace whose /proc it sees: whether any process but itself and
     `pid` is alive in it (a zombie is not)."""
-    return any(p not in (1, pid) and state != b"Z" for p, _, state in _processes())
+    ours = ("1", str(pid))
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and entry not in ours:
+            state = _state(entry)
+            if state is not None and state[1] != b"Z":
+                return True
+    return False
 
 
 def still_running() -> bool:
