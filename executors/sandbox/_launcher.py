@@ -11,11 +11,12 @@ it. A tree serves a launcher's calls in turn, one process per call:
                                    IPC namespace of its own; waits for its call, confines
                                    itself, runs it), then the next call's, ...
 
-Init forks each call's process once the last one has ended and it has killed whatever that
-call left running, so a warm call costs a hand-over to a process already made: no fork, no
+Init forks each call's process once the last call is answered and nothing of it can run any
+more (whatever it left running killed and reaped, its own process killed: that one's exit goes
+on beside the fork), so a warm call costs a hand-over to a process already made: no fork, no
 namespace, no root to build, no process to tear down before the answer. Nothing in a tree runs
-tool code before the call's process has confined itself for its call, and no process of a call
-outlives it. A tree whose call ended otherwise than cleanly (killed, at a limit, a crash,
+tool code before the call's process has confined itself for its call, and nothing of a call
+runs after its answer. A tree whose call ended otherwise than cleanly (killed, at a limit, a crash,
 processes left running) is discarded and a new one made. The launcher never reads a call (it
 passes the memfd holding it on to the call's process): every process it or init forks comes
 from a state that never held another call's arguments.
@@ -158,6 +159,7 @@ def _init(
     serving = os.getpid() == 1
     stops = serving and "/" in covers  # its /proc shows the namespace's processes
     held: list[int] = []
+    dying = 0  # the last call's process, killed but maybe not yet reaped
     while True:
         gc.freeze()
         made, tell = os.pipe()
@@ -173,7 +175,7 @@ def _init(
         for fd in held:
             os.close(fd)  # the last call's namespaces go now, off its answer's way
         held = hold_namespaces(pid, made)
-        wait_status = wait_for(pid, stops)
+        wait_status = wait_for(pid, stops, dying)
         if os.WIFSTOPPED(wait_status):  # it ended well, and stopped: it can do nothing more
             ended = Exited(0, others_alive(pid) and kill_the_rest())
         else:
@@ -181,7 +183,10 @@ def _init(
         send(launcher, ended)
         if not serving or not launcher.recv(1):  # the launcher has answered the call
             os._exit(0)
-        kill_the_rest()  # a call's process that stopped: its exit is off its answer's way
+        dying = 0
+        if os.WIFSTOPPED(wait_status) and not ended.strays:  # the only one left: it dies
+            os.kill(pid, signal.SIGKILL)  # beside the next call's process being made
+            dying = pid
         ahead = True
 
 
