@@ -32,8 +32,10 @@ half done, so once init has seen it stop and found no other process in the names
 /proc), the call is answered, and the process is killed after. Its exit, which tears down its
 copy of init's memory (about a millisecond), is then off the answer's way. `Kill` from the
 host SIGKILLs init (the kernel kills the whole namespace).
-Without pid namespaces the launcher is a child subreaper instead: a tree serves one call, and
-orphans come back to the launcher and are killed before `Done`.
+Without pid namespaces init is a child subreaper instead: what a call leaves running comes back
+to it, and it finds and kills it all below itself through each thread's /proc `children` file
+(a kernel without them: a tree serves one call, and the launcher, a subreaper too, sweeps up
+after it before `Done`).
 
 Not root, a launcher makes its calls' namespaces in a user namespace of its own (mapping only
 its own uid), made before its first tree: it forks once into it, the fork serving as the
@@ -61,13 +63,16 @@ from ._cgroup import Cgroup
 from ._disk import call_mounts
 from ._layers import Layer
 from ._linux import (
+    CHILDREN,
     CLONE_NEWNET,
     CLONE_NEWNS,
     CLONE_NEWPID,
+    below,
     children,
     enter_user_namespace,
     hold_namespaces,
     keep_only,
+    kill_below,
     kill_the_rest,
     limit_malloc_arenas,
     others_alive,
@@ -116,14 +121,25 @@ def _own_layers() -> dict[str, Layer]:
 
 
 def _init(
-    kind: Tree, layers: dict[str, Layer], cgroup: Cgroup | None, up: int, down: int, ahead: bool
+    kind: Tree,
+    layers: dict[str, Layer],
+    cgroup: Cgroup | None,
+    up: int,
+    down: int,
+    ahead: bool,
+    serving: bool,
 ) -> None:
     """A tree's init: join its cgroup, finish the namespaces (building the calls' root), then
     serve the launcher's calls in turn: fork each call's process (which makes its own mounts
     and waits on `down` for its call), wait for it, kill whatever else it left running, and
-    tell the launcher on `up` how it ended. Without a pid namespace (no strays to kill), one
-    call only. Its exit makes the kernel kill the rest of the pid namespace."""
+    tell the launcher on `up` how it ended. It is `serving` calls in turn as pid 1 of a pid
+    namespace (whose /proc shows what a call left), or else as a child subreaper that finds
+    them below it (`below`); one call only if neither. Its exit makes the kernel kill the rest
+    of a pid namespace."""
     set_parent_death_signal(signal.SIGKILL)
+    pid_one = os.getpid() == 1
+    if serving and not pid_one:
+        set_child_subreaper()  # what a call leaves comes back to it, to be found and killed
     if cgroup is not None:
         try:
             cgroup.join()
@@ -156,8 +172,7 @@ def _init(
             layers["network_namespace"] = _failed(e)
     launcher = socket.socket(fileno=up)
     frame(Exited(0, False))  # a first run, so that the one after the call is quicker
-    serving = os.getpid() == 1
-    stops = serving and "/" in covers  # its /proc shows the namespace's processes
+    stops = serving and ("/" in covers or not pid_one)  # it can tell what a call left
     held: list[int] = []
     dying = 0  # the last call's process, killed but maybe not yet reaped
     while True:
@@ -176,10 +191,12 @@ def _init(
             os.close(fd)  # the last call's namespaces go now, off its answer's way
         held = hold_namespaces(pid, made)
         wait_status = wait_for(pid, stops, dying)
+        sweep = kill_the_rest if pid_one else kill_below
         if os.WIFSTOPPED(wait_status):  # it ended well, and stopped: it can do nothing more
-            ended = Exited(0, others_alive(pid) and kill_the_rest())
+            others = others_alive(pid) if pid_one else below(os.getpid()) != [pid]
+            ended = Exited(0, others and sweep())
         else:
-            ended = Exited(wait_status, kill_the_rest() if serving else still_running())
+            ended = Exited(wait_status, sweep() if serving else still_running())
         send(launcher, ended)
         if not serving or not launcher.recv(1):  # the launcher has answered the call
             os._exit(0)
@@ -198,6 +215,7 @@ class _Tree:
         self,
         kind: Tree,
         pid_namespace: bool,
+        serves: bool,
         cgroup: Cgroup | None,
         pid: int,
         up: socket.socket,
@@ -205,6 +223,7 @@ class _Tree:
     ) -> None:
         self.kind = kind
         self.pid_namespace = pid_namespace
+        self.serves = serves
         self.cgroup = cgroup
         self.pid = pid
         self.pidfd = os.pidfd_open(pid)
@@ -287,19 +306,20 @@ def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
             layers["pid_namespace"] = Layer(True, "the call's processes die with it")
         except OSError as e:
             layers["pid_namespace"] = _failed(e)
+    serves = in_namespace or CHILDREN  # init can find, and kill, what each call left
     gc.freeze()  # fewer copy-on-write faults in the children: the collector leaves these be
     pid = os.fork()
     if pid == 0:
         try:
             keep_only(init_up.fileno(), init_down.fileno())
-            _init(kind, layers, cgroup, init_up.detach(), init_down.detach(), ahead)
+            _init(kind, layers, cgroup, init_up.detach(), init_down.detach(), ahead, serves)
         finally:
             os._exit(70)
     if in_namespace:
         setns(own_pid_namespace, CLONE_NEWPID)
     init_up.close()
     init_down.close()
-    return _Tree(kind, in_namespace, cgroup, pid, up, down)
+    return _Tree(kind, in_namespace, serves, cgroup, pid, up, down)
 
 
 def _sweep() -> bool:
@@ -339,7 +359,7 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
     killed = gone = exited = heard = False
     ended: Exited | None = None
     limit = None
-    while not (exited or (heard and tree.pid_namespace)):
+    while not (exited or (heard and tree.serves)):
         wait = None if limit is not None else _cpu_wait(tree)
         if wait == 0:
             tree.kill()
@@ -362,9 +382,10 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
     clean = ended is not None and ended.wait_status == 0  # its result stands, if it wrote one
     if limit is None and not clean and tree.cgroup is not None and tree.cgroup.oom_killed():
         limit = "memory"
-    if exited or not tree.pid_namespace:
-        tree.reap()
-    strays = (not tree.pid_namespace and _sweep()) or (ended is not None and ended.strays)
+    if exited or not tree.serves:
+        tree.reap()  # (without a pid namespace, what init left comes back here: swept)
+    swept = exited and not tree.pid_namespace and _sweep()
+    strays = swept or (ended is not None and ended.strays)
     wait_status = None if ended is None else ended.wait_status
     return Done(killed, strays, wait_status, limit), gone
 
@@ -441,7 +462,7 @@ class _Trees:
         """Once a call is done: keep its tree for the next call if it serves calls in turn
         and this one ended cleanly (its process exited with 0, leaving none running), else
         close it and make the next."""
-        kept = self._ahead == tree.kind and self._ready is None and tree.pid_namespace
+        kept = self._ahead == tree.kind and self._ready is None and tree.serves
         kept = kept and tree.pidfd >= 0 and done == Done(False, False, 0) and tree.idle()
         if kept and (tree.cgroup is None or not tree.cgroup.oom_killed()):
             self._ready = tree

@@ -8,12 +8,14 @@ the sandbox is missing on this machine.
 from __future__ import annotations
 
 __all__ = [
+    "CHILDREN",
     "CLONE_NEWIPC",
     "CLONE_NEWNET",
     "CLONE_NEWNS",
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "attach",
+    "below",
     "bind",
     "children",
     "clone_mount",
@@ -24,6 +26,7 @@ __all__ = [
     "hold_namespaces",
     "install_seccomp_filter",
     "keep_only",
+    "kill_below",
     "kill_the_rest",
     "libc",
     "limit_malloc_arenas",
@@ -319,6 +322,50 @@ def children() -> list[int]:
     me = os.getpid()
     found = ((entry, _state(entry)) for entry in os.listdir("/proc") if entry.isdigit())
     return [int(entry) for entry, state in found if state is not None and state[0] == me]
+
+
+def below(pid: int) -> list[int]:
+    """The live processes below `pid` (its children, theirs, ...), read from each thread's
+    /proc `children` file (`CHILDREN` says whether this kernel has them)."""
+    found: list[int] = []
+    left = [pid]
+    while left:
+        parent = left.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            for kid in kids:
+                state = _state(str(kid))
+                if state is not None and state[1] != b"Z":
+                    found.append(kid)
+                left.append(kid)
+    return found
+
+
+CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+"""Whether this kernel shows each thread's children (CONFIG_PROC_CHILDREN)."""
+
+
+def kill_below() -> bool:
+    """As a child subreaper (no pid namespace of its own: `kill(-1)` would reach the host's
+    processes): kill and reap every process below this one; True if any was still running."""
+    found = False
+    while pids := below(os.getpid()):
+        found = True
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(-1, 0)  # killed, each ends: a child of this one, or an orphan come back
+        still_running()
+    return found
 
 
 def others_alive(pid: int) -> bool:

@@ -31,6 +31,7 @@ from turnstile.executors.sandbox import (
 )
 
 from . import hostile_tools as h
+from .test_sandbox_tiers import TIER_NAMES, sandbox_of
 
 ALL = [
     h.add,
@@ -155,6 +156,23 @@ def test_run_returns_only_once_no_process_of_the_call_can_run_any_more() -> None
             while os.path.exists(f"/proc/{serving}") and time.monotonic() < deadline:
                 time.sleep(0.001)
             assert not os.path.exists(f"/proc/{serving}")
+
+
+@pytest.mark.parametrize("tier", TIER_NAMES)
+def test_every_tier_s_warm_tree_serves_its_calls_in_turn(tier: str) -> None:
+    """Its init stays, each call in a process of its own below it: with a pid namespace as
+    pid 1, without one (the landlock tier) as a child subreaper finding what a call left."""
+    before = set(h.launchers())
+    with sandbox_of(tier, [h.add], warm=1) as box:
+        assert box.run("add", {"a": 1, "b": 1}).content == "2"
+        [launcher] = set(h.launchers()) - before
+        inits, callers = set(), set()
+        for n in range(4):
+            ready = made_ahead({launcher})
+            inits |= children({launcher})
+            callers |= ready - inits
+            assert box.run("add", {"a": n, "b": 1}).content == str(n + 1)
+        assert len(inits) == 1 and len(callers) == 4
 
 
 def test_a_thread_left_running_writes_nothing_after_the_answer(tmp_path: Path) -> None:
