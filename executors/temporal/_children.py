@@ -11,13 +11,14 @@ comes back as the call's result (`answered`), with what it spent, as under `sync
 
 from __future__ import annotations
 
-__all__ = ["Child", "child_run", "decode_children", "finished_run", "run_child", "sub_agents"]
+__all__ = ["Child", "child_run", "children_in", "finished_run", "run_child", "sub_agents"]
 
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import msgspec
 from temporalio import workflow
+from temporalio.client import WorkflowHistory
 from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 from turnstile.core import (
@@ -38,7 +39,7 @@ from turnstile.executors._run import Run
 from turnstile.executors._session import Session
 from turnstile.executors._toolbox import Toolbox, as_runner
 
-from ._wire import WORKFLOW, ChildRun, Input, encode, shippable, typed
+from ._wire import WORKFLOW, ChildRun, Input, decode_input, encode, shippable, typed
 
 
 class Child(NamedTuple):
@@ -146,12 +147,17 @@ def finished_run(loop: Loop) -> Run:
     return Run(loop, finish)
 
 
-_Children = msgspec.json.Decoder(dict[str, tuple[LoopSpec, bytes]])
-
-
-def decode_children(data: bytes) -> dict[str, Run]:
-    """The child runs of a workflow's `children` query, by call id."""
-    return {
-        call_id: finished_run(Loop.load(typed(spec), dump))
-        for call_id, (spec, dump) in _Children.decode(data).items()
-    }
+def children_in(history: WorkflowHistory) -> dict[str, Run]:
+    """The child runs a parent's `history` (its last run's) holds, by call id: each child's
+    spec from the input the parent started it with, its loop from the dump it returned."""
+    prefix, specs, runs = f"{history.workflow_id}/", {}, {}
+    for event in history.events:
+        if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            started = event.start_child_workflow_execution_initiated_event_attributes
+            specs[event.event_id] = decode_input(started.input.payloads[0].data).spec
+        elif event.HasField("child_workflow_execution_completed_event_attributes"):
+            done = event.child_workflow_execution_completed_event_attributes
+            at_call = done.workflow_execution.workflow_id.removeprefix(prefix)
+            loop = Loop.load(typed(specs[done.initiated_event_id]), done.result.payloads[0].data)
+            runs[at_call.partition("-")[2]] = finished_run(loop)
+    return runs

@@ -38,7 +38,7 @@ from turnstile.executors._served import Fork
 from turnstile.executors._session import check_prompt
 from turnstile.executors._toolbox import as_runner
 
-from ._children import decode_children, finished_run
+from ._children import children_in, finished_run
 from ._wire import DEFAULT_OPTIONS, TASK_QUEUE, WORKFLOW, Input, Options, encode, shippable
 
 FOLLOW_S = 0.2
@@ -117,14 +117,14 @@ class LoopHandle:
         if self._follower is not None:
             self._follower.catch_up(run.state.events)
         if any(type(e) is ToolReturned and e.usage is not UNSET for e in run.state.events):
-            run.children = await self.children()  # only a sub-agent's result says it spent
+            run.children = await self.children()  # a sub-agent's result says it spent
         return run
 
     async def children(self) -> dict[str, Run]:
-        """The child runs of the run's sub-agent calls, by call id (a query: a worker replays
-        the run to answer it once it is over); those of a run continued as new are its last
-        part's."""
-        return decode_children(await self.workflow.query("children", result_type=bytes))
+        """The finished child runs of the run's sub-agent calls, by call id, read from its
+        history (of its last run, if it continued as new): `result()` fills `Run.children`
+        with them."""
+        return children_in(await self.workflow.fetch_history())
 
     async def _follow(self, outcome: asyncio.Future[Any]) -> None:
         assert self._follower is not None

@@ -131,13 +131,6 @@ class LoopWorkflow:
         """The loop's dump as it is now (empty before the run begins)."""
         return b"" if self._session is None else self._session.loop.dump()
 
-    @workflow.query
-    def children(self) -> bytes:
-        """The runs of its sub-agents' calls made by this run (since it last continued as
-        new), by call id: each child's spec and dump."""
-        children = {} if self._session is None else self._session.children
-        return encode({k: (r.loop.spec, r.loop.dump()) for k, r in children.items()})
-
     @workflow.update
     def answer(
         self, call_id: str, approved: bool, reason: str, arguments: dict[str, Any] | None = None

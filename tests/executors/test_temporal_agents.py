@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 from turnstile.core import Loop, LoopSpec, ModelReplied, ModelRequest, StopReason, ToolStarted, tool
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults
 from turnstile.core.state import INTERRUPTED
-from turnstile.executors import Run, ScriptedModel, as_tool
+from turnstile.executors import Agent, Run, ScriptedModel, as_tool, sync
 from turnstile.executors.testing import assert_history_valid
 
 from examples.temporal.agent import FAST
@@ -53,6 +53,10 @@ def scripted(request: ModelRequest) -> ModelResponse:
         if not results:
             return ModelResponse([ToolCall("z1", "nap", {"s": 60.0})], ModelStop.tool_use)
         return ModelResponse([Text("slept")], ModelStop.end_turn)
+    if request.system == "top":
+        if not results:
+            return ModelResponse([ToolCall("t1", "lead", {"prompt": "go"})], ModelStop.tool_use)
+        return ModelResponse([Text(f"top: {results[0].content}")], ModelStop.end_turn)
     if request.system == "sleepy parent":
         if not results:
             return ModelResponse([ToolCall("s1", "sleeper", {"prompt": "z"})], ModelStop.tool_use)
@@ -231,3 +235,37 @@ def test_a_sub_agents_client_model_must_be_among_the_workers_models(env: Env) ->
     with pytest.raises(TypeError, match="the sub-agent helper's model is a client"):
         env.wait(make({"m": ScriptedModel(scripted)}), 30)
     assert env.wait(make({"own": own}), 30) is not None
+
+
+SHARED = ScriptedModel(scripted)
+TOP = LoopSpec(system="top", models=("m",), prices=world.PRICES)
+lead = as_tool(
+    Agent(world.PARENT, model=SHARED, tools=[world.research]), name="lead", description="Lead."
+)
+
+
+def test_a_childs_own_sub_agents_run_as_its_child_workflows(env: Env, tmp_path: Path) -> None:
+    """An agent (its model a client the worker names) whose sub-agent is called twice: three
+    levels of workflows, the whole tree's cost in the top run's, as under `sync`; once no
+    worker runs, the run's children are still read from its history."""
+    queue = f"agents-nested-{uuid.uuid4().hex[:12]}"
+    side = tmp_path / "side"
+
+    async def go() -> tuple[Any, Run]:
+        async with temporal.worker(
+            env.client, models={"m": SHARED}, tools=[lead], deps=str(side), task_queue=queue
+        ):
+            handle = await temporal.start(
+                env.client, TOP, "go", model="m", id=queue, task_queue=queue
+            )
+            return handle, await handle.result()
+
+    handle, run = env.wait(go(), 120)
+    (tmp_path / "sync").mkdir()
+    expected = sync.run(TOP, "go", model=SHARED, tools=[lead], deps=str(tmp_path / "sync" / "side"))
+    assert run.output == expected.output == "top: found: x: noted x / y: noted y"
+    assert (run.usage, run.cost) == (expected.usage, expected.cost)
+    assert sorted(side.read_text().split()) == ["x", "y"]
+    assert run.children["t1"].output == expected.children["t1"].output
+    again = env.wait(handle.result(), 60)  # the worker is gone: the server has it all
+    assert {k: c.output for k, c in again.children.items()} == {"t1": expected.output[5:]}
