@@ -130,7 +130,7 @@ async def run_child(session: Session, call: RunTool, child: ChildRun, start: Inp
             parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
         )
     except ChildWorkflowError as e:
-        message = f"{call.name} stopped before its answer: its run ended in {e.cause or e}"
+        message = f"{call.name} stopped before its answer: its workflow ended ({e.cause or e})"
         return ToolReturned(call.id, message, True, now=0.0)
     with workflow.unsafe.imports_passed_through():  # a typed output's class: the worker's
         spec = typed(child.spec)

@@ -171,9 +171,9 @@ class LoopWorkflow:
     ) -> Observation:
         """A tool call as an activity; a sub-agent's, then its child run as a child workflow."""
         got = await ask_tool(start.options, tools.get(command.name), command, start.toolbox or "")
-        if type(got) is ChildRun:
+        if isinstance(got, ChildRun):
             return await run_child(session, command, got, start)
-        return got  # type: ignore[return-value]
+        return got
 
     async def _call_model(self, session: Session, command: CallModel, start: Input) -> Observation:
         if (wait := session.wait(command)) > 0:
