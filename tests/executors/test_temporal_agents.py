@@ -21,6 +21,7 @@ pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnsti
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from turnstile.core import Loop, LoopSpec, ModelReplied, ModelRequest, StopReason, ToolStarted, tool
+from turnstile.core.guardrails import FinalAnswer, guardrail
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults
 from turnstile.core.state import INTERRUPTED
 from turnstile.executors import Agent, Run, ScriptedModel, as_tool, sync
@@ -29,6 +30,7 @@ from turnstile.executors.testing import assert_history_valid
 from examples.temporal.agent import FAST
 from tests.executors import subagent_world as world
 from tests.executors.temporal_kit import Env, env, keep, replay, temporal
+from tests.executors.test_temporal import results
 
 __all__ = ["env"]
 
@@ -57,11 +59,33 @@ def scripted(request: ModelRequest) -> ModelResponse:
         if not results:
             return ModelResponse([ToolCall("t1", "lead", {"prompt": "go"})], ModelStop.tool_use)
         return ModelResponse([Text(f"top: {results[0].content}")], ModelStop.end_turn)
+    if request.system == "guarded":
+        return ModelResponse([Text("a long answer")], ModelStop.end_turn)
+    if request.system == "guarding":
+        if not results:
+            return ModelResponse([ToolCall("g1", "guarded", {"prompt": "?"})], ModelStop.tool_use)
+        return ModelResponse([Text("ok")], ModelStop.end_turn)
     if request.system == "sleepy parent":
         if not results:
             return ModelResponse([ToolCall("s1", "sleeper", {"prompt": "z"})], ModelStop.tool_use)
         return ModelResponse([Text(f"it said: {results[0].content}")], ModelStop.end_turn)
     return world.reply(request)
+
+
+SHARED = ScriptedModel(scripted)
+
+
+@guardrail(on="final")
+def terse(answer: FinalAnswer) -> str | None:
+    return "too long" if len(answer.text) > 5 else None
+
+
+guarded = as_tool(
+    Agent(LoopSpec(system="guarded", models=("m",)), model=SHARED, guardrails=[terse]),
+    name="guarded",
+    description="Answer tersely.",
+)
+GUARDING = LoopSpec(system="guarding", models=("m",))
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +99,8 @@ def queue(env: Env, side: Path) -> Iterator[str]:
     name = f"agents-{uuid.uuid4().hex[:12]}"
 
     async def make() -> Any:
-        models = {"m": ScriptedModel(scripted)}
-        tools = [world.research, sleeper]
+        models = {"m": ScriptedModel(scripted), "shared": SHARED}
+        tools = [world.research, sleeper, guarded]
         return temporal.worker(
             env.client, models=models, tools=tools, deps=str(side), task_queue=name
         )
@@ -174,10 +198,7 @@ def test_a_child_killed_with_its_worker_resumes_and_runs_no_tool_twice(
     expected = by_sync(tmp_path / "sync")
     assert run.stop_reason is StopReason.completed
     assert (run.usage, run.cost) == (expected.usage, expected.cost)
-    [answered] = [
-        r for m in run.children["a2"].messages if type(m) is ToolResults for r in m.results
-    ]
-    assert (answered.content, answered.is_error) == (INTERRUPTED, True)
+    assert results(run.children["a2"])["n1"] == (INTERRUPTED, True)  # ran, never reported
     replay(env.wait(handle.workflow.fetch_history(), 30))
     child = env.client.get_workflow_handle(child_id(run.loop, handle.workflow.id, "a2"))
     replay(env.wait(child.fetch_history(), 30))
@@ -210,10 +231,19 @@ def test_a_child_that_ends_without_its_answer_gives_an_error_result(env: Env, qu
     child = wait_for_child(env, handle, "s1")
     env.wait(child.terminate("enough"), 30)
     run = env.wait(handle.result(), 60)
-    [result] = [r for m in run.messages if type(m) is ToolResults for r in m.results]
-    assert result.is_error
-    assert result.content == "sleeper stopped before its answer: its workflow ended (Terminated)"
+    message = "sleeper stopped before its answer: its workflow ended (Terminated)"
+    assert results(run) == {"s1": (message, True)}
     assert run.stop_reason is StopReason.completed and run.children == {}
+
+
+def test_an_agents_guardrails_run_in_its_child_and_its_answer_is_as_under_sync(
+    env: Env, queue: str
+) -> None:
+    run = env.wait(started(env, queue, GUARDING).result(), 60)
+    expected = sync.run(GUARDING, "go", model=SHARED, tools=[guarded])
+    assert results(run) == results(expected)
+    [(content, is_error)] = results(run).values()
+    assert is_error and "guarded stopped (guardrail)" in str(content) and "too long" in str(content)
 
 
 def test_a_cancelled_parent_cancels_its_child(env: Env, queue: str) -> None:
@@ -238,7 +268,6 @@ def test_a_sub_agents_client_model_must_be_among_the_workers_models(env: Env) ->
     assert env.wait(make({"own": own}), 30) is not None
 
 
-SHARED = ScriptedModel(scripted)
 TOP = LoopSpec(system="top", models=("m",), prices=world.PRICES)
 lead = as_tool(
     Agent(world.PARENT, model=SHARED, tools=[world.research]), name="lead", description="Lead."
