@@ -283,8 +283,9 @@ def as_tool(
     """`agent` (a spec, or an `Agent` with its model and tools) as a tool another run offers
     its model: each call runs a child run of it, from the call's `prompt` (or, given an
     `input` type, the arguments it takes, as JSON), under the parent's executor (`sync`, `aio`
-    on the same event loop, Temporal as a child workflow of a worker given it). The result is the child's answer (its text, or its typed
-    output as JSON); a child that stops without one gives an error result saying how.
+    on the same event loop, Temporal as a child workflow of a worker given it). The result is
+    the child's answer (its text, or its typed output as JSON); a child that stops without one
+    gives an error result saying how.
 
     A spec's child asks `model` (default: the parent's client) and runs `tools`; it gets the
     parent's `deps`. A journaled parent journals each child beside its own journal, named by
