@@ -114,17 +114,9 @@ def queue(env: Env, side: Path) -> Iterator[str]:
 
 
 def started(env: Env, queue: str, spec: LoopSpec, **options: Any) -> Any:
+    options.setdefault("id", f"{queue}-{uuid.uuid4().hex[:8]}")
     return env.wait(
-        temporal.start(
-            env.client,
-            spec,
-            "go",
-            model="m",
-            id=f"{queue}-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-            **options,
-        ),
-        30,
+        temporal.start(env.client, spec, "go", model="m", task_queue=queue, **options), 30
     )
 
 
@@ -148,7 +140,8 @@ def child_id(loop: Loop, parent_id: str, call_id: str) -> str:
 def test_a_sub_agent_call_runs_its_child_as_a_child_workflow_and_its_cost_counts(
     env: Env, queue: str, side: Path, tmp_path: Path
 ) -> None:
-    handle = started(env, queue, world.PARENT)
+    # the id a kept history replays under (its file's name): its children's ids are made of it
+    handle = started(env, queue, world.PARENT, id="sub-agents")
     run = env.wait(handle.result(), 90)
     expected = by_sync(tmp_path)
     assert run.stop_reason is StopReason.completed and run.output == expected.output
