@@ -4,8 +4,9 @@ of the same `LoopWorkflow`, Temporal's own way to nest durable runs.
 The worker knows its sub-agents, and theirs, by their path of names (`Child`, `sub_agents`).
 Its tool activity answers a sub-agent's call with the child to run (a `ChildRun`: spec, model,
 prompt, where its tools are), so the parent's history records what the child is; the workflow
-then starts the child workflow under an id made of the parent's and the call's, so a parent
-replayed on another worker finds the same child, never starts a second one. The child's dump
+then starts the child workflow under an id made of the parent's, the reply's and the call's
+(`run-1/1-r0`), so a parent replayed on another worker finds the same child, never starts a
+second one. The child's dump
 comes back as the call's result (`answered`), with what it spent, as under `sync`.
 """
 
