@@ -212,12 +212,13 @@ def serve(
     rehearses and confines itself while it waits (unless the call is there already), all but
     the steps that take the call. Without a root of its own, Landlock lets it read only the
     host paths its root would hold (`kind.needed`). It tells init on `made_them` once it has
-    made its namespaces, and once it has its call. If init `stops` it, a call that ends well
-    stops (`_stop`) instead of exiting."""
+    made its namespaces. If init `stops` it, a call that ends well stops (`_stop`) instead of
+    exiting."""
     set_parent_death_signal(signal.SIGKILL)
     made = {**made, "ipc_namespace": _private_ipc(covers)}
     if made_them >= 0:  # init holds this process's namespaces from here on
         os.write(made_them, b".")
+        os.close(made_them)
     early = None
     if ahead and not select.select([sock], [], [], 0)[0]:  # not if its call is there already
         with contextlib.suppress(Exception):  # it would only have saved time
@@ -226,10 +227,6 @@ def serve(
             early = _confined_ahead(kind, workdir, made, covers)
     _, fds = receive(sock) or (None, [])
     sock.close()
-    if made_them >= 0:  # init may make the next call's process now
-        with contextlib.suppress(OSError):  # (init does not wait to hear it)
-            os.write(made_them, b".")
-        os.close(made_them)
     if len(fds) != 3:
         os._exit(0)  # the launcher let this tree go unused
     call_fd, result_fd, output_fd = fds

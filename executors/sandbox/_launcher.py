@@ -56,8 +56,6 @@ import resource
 import select
 import signal
 import socket
-from collections.abc import Iterable
-from typing import NoReturn
 
 from . import _child as child
 from . import _seccomp as seccomp
@@ -172,93 +170,41 @@ def _init(
             layers["network_namespace"] = Layer(True, "no interface but a loopback that is down")
         except OSError as e:
             layers["network_namespace"] = _failed(e)
+    launcher = socket.socket(fileno=up)
     frame(Exited(0, False))  # a first run, so that the one after the call is quicker
-    _serve(kind, layers, covers, socket.socket(fileno=up), down, ahead, serving)
-
-
-def _fork_call(
-    kind: Tree,
-    layers: dict[str, Layer],
-    covers: dict[str, int],
-    up: int,
-    down: int,
-    ahead: bool,
-    stops: bool,
-    closed: Iterable[int],
-) -> tuple[int, int]:
-    """Fork a call's process (which closes `closed`, makes its own mounts and waits on `down`
-    for its call); its pid, and the pipe on which it tells once it has made its namespaces,
-    then once it has its call."""
-    gc.freeze()
-    made, tell = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        for fd in (up, made, *closed):
-            os.close(fd)
-        mine = dict(layers)
-        workdir = call_mounts(kind, mine, _failed)
-        child.serve(socket.socket(fileno=down), mine, covers, workdir, kind, ahead, tell, stops)
-    os.close(tell)
-    return pid, made
-
-
-def _serve(
-    kind: Tree,
-    layers: dict[str, Layer],
-    covers: dict[str, int],
-    launcher: socket.socket,
-    down: int,
-    ahead: bool,
-    serving: bool,
-) -> NoReturn:
-    """Init's calls, in turn, each in a process of its own, until the launcher goes. Where
-    calls run as uids of their own (no signal of one reaches another's process), the next
-    call's process is made as soon as a call's process has its call: beside it, not after its
-    answer, so that a call that comes at once finds it ready."""
-    pid_one = os.getpid() == 1
     stops = serving and ("/" in covers or not pid_one)  # it can tell what a call left
-    spares = stops and pid_one and "separate_uid" in kind.layers
-    sweep = kill_the_rest if pid_one else kill_below
-    up = launcher.fileno()
-    pid, made = _fork_call(kind, layers, covers, up, down, ahead, stops, ())
-    held = hold_namespaces(pid, made)
+    held: list[int] = []
     dying = 0  # the last call's process, killed but maybe not yet reaped
     while True:
-        spare = spare_made = 0
-        if spares and dying:  # reaped before init waits, maybe long, for the next call
-            wait_for(dying)
-            dying = 0
-        if spares and os.read(made, 1):  # it has its call
-            closed = (made, *held)
-            spare, spare_made = _fork_call(kind, layers, covers, up, down, True, stops, closed)
-        os.close(made)
+        gc.freeze()
+        made, tell = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            for fd in (up, made, *held):
+                os.close(fd)
+            mine = dict(layers)
+            workdir = call_mounts(kind, mine, _failed)
+            down_sock = socket.socket(fileno=down)
+            child.serve(down_sock, mine, covers, workdir, kind, ahead, tell, stops)
+        os.close(tell)
+        for fd in held:
+            os.close(fd)  # the last call's namespaces go now, off its answer's way
+        held = hold_namespaces(pid, made)
         wait_status = wait_for(pid, stops, dying)
-        stopped = os.WIFSTOPPED(wait_status)  # it ended well, and stopped: it can do no more
-        if spares:
-            strays = others_alive(pid, spare)
-            if strays:
-                kill_the_rest()  # the next call's process too: it is made again
-                spare = 0
-        elif stopped:
-            strays = (others_alive(pid) if pid_one else below(os.getpid()) != [pid]) and sweep()
+        sweep = kill_the_rest if pid_one else kill_below
+        if os.WIFSTOPPED(wait_status):  # it ended well, and stopped: it can do nothing more
+            others = others_alive(pid) if pid_one else below(os.getpid()) != [pid]
+            ended = Exited(0, others and sweep())
         else:
-            strays = sweep() if serving else still_running()
-        send(launcher, Exited(0 if stopped else wait_status, strays))
+            ended = Exited(wait_status, sweep() if serving else still_running())
+        send(launcher, ended)
         if not serving or not launcher.recv(1):  # the launcher has answered the call
             os._exit(0)
-        for fd in held:
-            os.close(fd)  # the call's namespaces go now, off its answer's way
         dying = 0
-        if stopped and not strays:  # the only one left: it dies beside the next being made
-            os.kill(pid, signal.SIGKILL)
+        if os.WIFSTOPPED(wait_status) and not ended.strays:  # the only one left: it dies
+            os.kill(pid, signal.SIGKILL)  # beside the next call's process being made
             dying = pid
-        if spare:
-            pid, made = spare, spare_made
-        else:
-            if spare_made:
-                os.close(spare_made)
-            pid, made = _fork_call(kind, layers, covers, up, down, True, stops, ())
-        held = hold_namespaces(pid, made)
+        ahead = True
 
 
 class _Tree:

@@ -368,10 +368,10 @@ def kill_below() -> bool:
     return found
 
 
-def others_alive(*pids: int) -> bool:
+def others_alive(pid: int) -> bool:
     """As pid 1 of a pid namespace whose /proc it sees: whether any process but itself and
-    `pids` is alive in it (a zombie is not)."""
-    ours = ("1", *(str(pid) for pid in pids))
+    `pid` is alive in it (a zombie is not)."""
+    ours = ("1", str(pid))
     for entry in os.listdir("/proc"):
         if entry.isdigit() and entry not in ours:
             state = _state(entry)
@@ -441,3 +441,5 @@ def hold_namespaces(pid: int, made: int) -> list[int]:
         ]
     except OSError:
         return []
+    finally:
+        os.close(made)

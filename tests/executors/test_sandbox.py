@@ -175,30 +175,6 @@ def test_every_tier_s_warm_tree_serves_its_calls_in_turn(tier: str) -> None:
         assert len(inits) == 1 and len(callers) == 4
 
 
-@pytest.mark.parametrize("tier", TIER_NAMES)
-def test_the_next_call_s_process_is_made_during_a_call_only_where_calls_have_uids_of_their_own(
-    tier: str,
-) -> None:
-    """Beside a running call a process of the same uid could signal the next call's: it is
-    made only after the answer there, and beside the call where each call has a uid."""
-    before = set(h.launchers())
-    with sandbox_of(tier, [h.nap], warm=1) as box:
-        assert not box.run("nap", {"seconds": 0}).is_error
-        [launcher] = set(h.launchers()) - before
-        [init] = children({launcher})
-        made_ahead({launcher})
-        during: set[str] = set()
-        call = threading.Thread(target=box.run, args=("nap", {"seconds": 1.0}))
-        call.start()
-        deadline = time.monotonic() + 0.8
-        while time.monotonic() < deadline:
-            during |= {pid for pid in children({init}) if h.running_threads(pid)}
-            time.sleep(0.01)
-        call.join()
-        spares = box.layers["separate_uid"].in_force
-        assert len(during) == (2 if spares else 1), during
-
-
 def test_a_thread_left_running_writes_nothing_after_the_answer(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
