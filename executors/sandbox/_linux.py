@@ -317,6 +317,17 @@ def _state(pid: str) -> tuple[int, bytes] | None:
     return int(fields[1]), fields[0]
 
 
+def _alive(pid: str, state: bytes) -> bool:
+    """Whether process `pid`, in `state`, has a thread left: /proc shows a process whose first
+    thread ended alone (the exit system call, not exit_group) as a zombie while the others run."""
+    if state != b"Z":
+        return True
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
+
+
 def children() -> list[int]:
     """The pids of this process's children, read from /proc (the `children` file is optional)."""
     me = os.getpid()
@@ -343,7 +354,7 @@ def below(pid: int) -> list[int]:
                 continue
             for kid in kids:
                 state = _state(str(kid))
-                if state is not None and state[1] != b"Z":
+                if state is not None and _alive(str(kid), state[1]):
                     found.append(kid)
                 left.append(kid)
     return found
@@ -370,12 +381,12 @@ def kill_below() -> bool:
 
 def others_alive(pid: int) -> bool:
     """As pid 1 of a pid namespace whose /proc it sees: whether any process but itself and
-    `pid` is alive in it (a zombie is not)."""
+    `pid` is alive in it (a zombie is not, unless a thread of it is: `_alive`)."""
     ours = ("1", str(pid))
     for entry in os.listdir("/proc"):
         if entry.isdigit() and entry not in ours:
             state = _state(entry)
-            if state is not None and state[1] != b"Z":
+            if state is not None and _alive(entry, state[1]):
                 return True
     return False
 

@@ -183,6 +183,21 @@ def leaves_thread_writing(path: str) -> str:
     return "started"
 
 
+_SYS_EXIT = {"x86_64": 60, "aarch64": 93}
+
+
+@tool
+def leaves_a_headless_process(path: str) -> str:
+    """Fork a process whose first thread ends alone (the exit system call, not exit_group), so
+    that /proc shows it as a zombie while its other thread goes on appending to `path`."""
+    if os.fork() == 0:
+        threading.Thread(target=leaves_thread_writing.fn, args=(path,)).start()
+        time.sleep(0.02)
+        ctypes.CDLL(None, use_errno=True).syscall(_SYS_EXIT[os.uname().machine], 0)
+    time.sleep(0.05)
+    return "started"
+
+
 @tool
 def escapes(marker: str) -> str:
     """Double-fork a `sleep 1000` (named `marker`) into a session of its own, and return."""

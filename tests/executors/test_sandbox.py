@@ -175,6 +175,24 @@ def test_every_tier_s_warm_tree_serves_its_calls_in_turn(tier: str) -> None:
         assert len(inits) == 1 and len(callers) == 4
 
 
+@pytest.mark.parametrize("tier", TIER_NAMES)
+def test_a_process_left_running_whose_first_thread_ended_is_found_and_killed(
+    tier: str, tmp_path: Path
+) -> None:
+    """/proc shows such a process as a zombie: it is alive while any thread of it is."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    written = shared / "log"
+    limits = SandboxLimits(writable_paths=(str(shared),))
+    with sandbox_of(tier, [h.leaves_a_headless_process], limits, warm=1) as box:
+        content, is_error = box.run("leaves_a_headless_process", {"path": str(written)})
+        assert is_error and "left processes running" in content
+        lines = written.read_text().count("\n")
+        time.sleep(0.05)
+        assert written.read_text().count("\n") == lines > 0
+
+
 def test_a_thread_left_running_writes_nothing_after_the_answer(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
