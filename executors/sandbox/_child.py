@@ -112,10 +112,9 @@ def _write(message: Message) -> None:
 
 def _stop() -> None:
     """End a call that went well by closing every descriptor (the host reads the ends of its
-    pipes) and stopping with SIGSTOP, every thread at once: init answers the call as soon as
-    it sees the stop, then kills this process, whose exit (tearing down its memory, about a
-    millisecond) is then off the answer's way. A stopped process runs no more code, and no
-    system call of its is left half done."""
+    pipes) and stopping with SIGSTOP, every thread at once (none is left in a system call half
+    done): init kills this process as soon as it sees the stop, and answers the call while its
+    exit (tearing down its memory, about a millisecond) goes on."""
     os.closerange(0, 1 << 20)
     os.kill(os.getpid(), signal.SIGSTOP)
 

@@ -29,8 +29,9 @@ launcher how the call ended; the launcher answers `Done` only then, never while 
 the call can still run. A call's process that ended well closes its descriptors and stops
 itself (SIGSTOP) in place of exiting: a stopped process runs no code and has no system call
 half done, so once init has seen it stop and found no other process in the namespace (its
-/proc), the call is answered, and the process is killed after. Its exit, which tears down its
-copy of init's memory (about a millisecond), is then off the answer's way. `Kill` from the
+/proc), it kills it (a timer of the call's could send it SIGCONT; SIGKILL pending, it runs
+nothing again) and the call is answered. Its exit, which tears down its copy of init's memory
+(about a millisecond), goes on beside the answer, not before it. `Kill` from the
 host SIGKILLs init (the kernel kills the whole namespace).
 Without pid namespaces init is a child subreaper instead: what a call leaves running comes back
 to it, and it finds and kills it all below itself through each thread's /proc `children` file
@@ -192,18 +193,18 @@ def _init(
         held = hold_namespaces(pid, made)
         wait_status = wait_for(pid, stops, dying)
         sweep = kill_the_rest if pid_one else kill_below
-        if os.WIFSTOPPED(wait_status):  # it ended well, and stopped: it can do nothing more
+        stopped = os.WIFSTOPPED(wait_status)  # it ended well, and stopped itself
+        if stopped:
             others = others_alive(pid) if pid_one else below(os.getpid()) != [pid]
             ended = Exited(0, others and sweep())
+            if not ended.strays:  # killed before it is answered (a timer of its could wake it)
+                os.kill(pid, signal.SIGKILL)  # and its exit goes on beside the answer
         else:
             ended = Exited(wait_status, sweep() if serving else still_running())
         send(launcher, ended)
         if not serving or not launcher.recv(1):  # the launcher has answered the call
             os._exit(0)
-        dying = 0
-        if os.WIFSTOPPED(wait_status) and not ended.strays:  # the only one left: it dies
-            os.kill(pid, signal.SIGKILL)  # beside the next call's process being made
-            dying = pid
+        dying = pid if stopped and not ended.strays else 0  # reaped while the next one waits
         ahead = True
 
 

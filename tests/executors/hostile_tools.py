@@ -186,6 +186,42 @@ def leaves_thread_writing(path: str) -> str:
 _SYS_EXIT = {"x86_64": 60, "aarch64": 93}
 
 
+class _Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+
+class _Sigevent(ctypes.Structure):
+    _fields_ = [
+        ("value", ctypes.c_void_p),
+        ("signo", ctypes.c_int),
+        ("notify", ctypes.c_int),  # SIGEV_SIGNAL: 0
+        ("rest", ctypes.c_int * 12),
+    ]
+
+
+@tool
+def wakes_itself_to_linger(path: str) -> str:
+    """Arm a timer that sends this process SIGCONT every half millisecond, and make its exit
+    (`os._exit`, as the sandbox calls it) append to `path` forever instead."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    timer = ctypes.c_void_p()
+    event = _Sigevent(None, signal.SIGCONT, 0)
+    if libc.timer_create(time.CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(timer)):
+        return f"no timer: errno {ctypes.get_errno()}"
+    half_ms = _Timespec(0, 500_000)
+    libc.timer_settime(timer, 0, ctypes.byref((_Timespec * 2)(half_ms, half_ms)), None)
+
+    def linger(code: int) -> None:
+        with open(path, "a") as f:
+            while True:
+                f.write("still here\n")
+                f.flush()
+                time.sleep(0.0005)
+
+    os._exit = linger  # type: ignore[assignment]
+    return "armed"
+
+
 @tool
 def leaves_a_headless_process(path: str) -> str:
     """Fork a process whose first thread ends alone (the exit system call, not exit_group), so

@@ -193,6 +193,27 @@ def test_a_process_left_running_whose_first_thread_ended_is_found_and_killed(
         assert written.read_text().count("\n") == lines > 0
 
 
+@pytest.mark.parametrize("tier", TIER_NAMES)
+def test_a_call_that_wakes_itself_after_it_ends_runs_nothing_after_the_answer(
+    tier: str, tmp_path: Path
+) -> None:
+    """A timer of its own sends it SIGCONT, and its exit is made to linger: it is killed, not
+    only stopped, before it is answered. (Woken before init saw it stop, it lingers until
+    the wall-clock limit, as a call that hangs.)"""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    written = shared / "log"
+    limits = SandboxLimits(wall_s=3, writable_paths=(str(shared),))
+    with sandbox_of(tier, [h.wakes_itself_to_linger], limits, warm=1) as box:
+        for _ in range(10):
+            content = box.run("wakes_itself_to_linger", {"path": str(written)}).content
+            assert content == "armed" or "timed out after 3 s" in content
+            lines = written.read_text().count("\n") if written.exists() else 0
+            time.sleep(0.02)
+            assert (written.read_text().count("\n") if written.exists() else 0) == lines
+
+
 def test_a_thread_left_running_writes_nothing_after_the_answer(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
