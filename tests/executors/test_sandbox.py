@@ -175,61 +175,6 @@ def test_every_tier_s_warm_tree_serves_its_calls_in_turn(tier: str) -> None:
         assert len(inits) == 1 and len(callers) == 4
 
 
-@pytest.mark.parametrize("tier", TIER_NAMES)
-def test_a_process_left_running_whose_first_thread_ended_is_found_and_killed(
-    tier: str, tmp_path: Path
-) -> None:
-    """/proc shows such a process as a zombie: it is alive while any thread of it is."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    written = shared / "log"
-    limits = SandboxLimits(writable_paths=(str(shared),))
-    with sandbox_of(tier, [h.leaves_a_headless_process], limits, warm=1) as box:
-        content, is_error = box.run("leaves_a_headless_process", {"path": str(written)})
-        assert is_error and "left processes running" in content
-        lines = written.read_text().count("\n")
-        time.sleep(0.05)
-        assert written.read_text().count("\n") == lines > 0
-
-
-@pytest.mark.parametrize("tier", TIER_NAMES)
-def test_a_call_that_wakes_itself_after_it_ends_runs_nothing_after_the_answer(
-    tier: str, tmp_path: Path
-) -> None:
-    """A timer of its own sends it SIGCONT, and its exit is made to linger: it is killed, not
-    only stopped, before it is answered. (Woken before init saw it stop, it lingers until
-    the wall-clock limit, as a call that hangs.)"""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    written = shared / "log"
-    limits = SandboxLimits(wall_s=3, writable_paths=(str(shared),))
-    with sandbox_of(tier, [h.wakes_itself_to_linger], limits, warm=1) as box:
-        for _ in range(10):
-            content = box.run("wakes_itself_to_linger", {"path": str(written)}).content
-            assert content == "armed" or "timed out after 3 s" in content
-            lines = written.read_text().count("\n") if written.exists() else 0
-            time.sleep(0.02)
-            assert (written.read_text().count("\n") if written.exists() else 0) == lines
-
-
-def test_a_thread_left_running_writes_nothing_after_the_answer(tmp_path: Path) -> None:
-    shared = tmp_path / "shared"
-    shared.mkdir(mode=0o777)
-    shared.chmod(0o777)
-    written = shared / "log"
-    with Sandbox(
-        [h.leaves_thread_writing], SandboxLimits(writable_paths=(str(shared),)), warm=1
-    ) as box:
-        for _ in range(5):
-            assert box.run("leaves_thread_writing", {"path": str(written)}) == ("started", False)
-            lines = written.read_text().count("\n")
-            time.sleep(0.05)
-            assert written.read_text().count("\n") == lines > 0
-            written.unlink()
-
-
 def test_a_warm_tree_serves_its_calls_in_turn_each_in_a_fresh_process() -> None:
     """One init per launcher serves the calls that end cleanly, each in a process of its own,
     and no call finds what an earlier one left in its work dir or /dev/shm."""

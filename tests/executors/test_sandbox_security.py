@@ -8,14 +8,17 @@ that contain its escape is in force.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from turnstile.executors import invoke
@@ -151,3 +154,56 @@ def test_signals_to_the_parent_and_the_host_are_refused(box: Sandbox) -> None:
     assert len(attempts) == 4 and "sent" not in attempts.values(), attempts
     assert box.run("add", {"a": 1, "b": 1}).content == "2"  # the sandbox is still serving
     assert h.leftovers() == []
+
+
+@contextlib.contextmanager
+def _writing(
+    tier: str, tool: Any, tmp_path: Path, wall_s: int = 10
+) -> Iterator[tuple[Sandbox, Path]]:
+    """A warm sandbox of `tier` running `tool`, and a file in a dir its calls may write."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    limits = SandboxLimits(wall_s=wall_s, writable_paths=(str(shared),))
+    with sandbox_of(tier, [tool], limits, warm=1) as box:
+        yield box, shared / "log"
+
+
+def _grows(log: Path) -> bool:
+    """Whether something still writes `log` (it grows within 50 ms)."""
+    size = log.stat().st_size if log.exists() else 0
+    time.sleep(0.05)
+    return (log.stat().st_size if log.exists() else 0) != size
+
+
+def test_a_thread_left_running_writes_nothing_after_the_answer(tier: str, tmp_path: Path) -> None:
+    needs_any(layers_of(tier), "pid_namespace", "subreaper")
+    with _writing(tier, h.leaves_thread_writing, tmp_path) as (box, log):
+        for _ in range(5):
+            assert box.run("leaves_thread_writing", {"path": str(log)}) == ("started", False)
+            assert log.exists() and not _grows(log)
+
+
+def test_a_process_left_whose_first_thread_ended_is_found_and_killed(
+    tier: str, tmp_path: Path
+) -> None:
+    """/proc shows such a process as a zombie: it is alive while any thread of it is."""
+    needs_any(layers_of(tier), "pid_namespace", "subreaper")
+    with _writing(tier, h.leaves_a_headless_process, tmp_path) as (box, log):
+        content, is_error = box.run("leaves_a_headless_process", {"path": str(log)})
+        assert is_error and "left processes running" in content
+        assert log.exists() and not _grows(log)
+
+
+def test_a_call_that_wakes_itself_after_it_ends_runs_nothing_after_the_answer(
+    tier: str, tmp_path: Path
+) -> None:
+    """A timer of its own sends it SIGCONT, and its exit is made to linger: it is killed, not
+    only stopped, before it is answered. (Woken before init saw it stop, it lingers until
+    the wall-clock limit, as a call that hangs.)"""
+    needs_any(layers_of(tier), "pid_namespace", "subreaper")
+    with _writing(tier, h.wakes_itself_to_linger, tmp_path, wall_s=3) as (box, log):
+        for _ in range(10):
+            content = box.run("wakes_itself_to_linger", {"path": str(log)}).content
+            assert content == "armed" or "timed out after 3 s" in content
+            assert not _grows(log)
