@@ -53,6 +53,8 @@ from tests.executors.subagent_world import (
     CHILD,
     KINDS,
     PARENT,
+    careful,
+    careful_reply,
     execute,
     execute_careful,
     model,
@@ -543,6 +545,44 @@ def test_a_parent_without_an_approver_or_a_journal_gets_an_error_result_naming_t
     assert run.stop_reason is StopReason.completed
     results = [r for m in run.messages if type(m) is ToolResults for r in m.results]
     assert all(r.is_error and "waits for approval of publish" in str(r.content) for r in results)
+
+
+def test_a_grandchild_s_request_names_every_sub_agent_call_it_came_through(
+    tmp_path: Path,
+) -> None:
+    """A child that is itself a parent passes its children's requests on up, this call in
+    front, whether the top run answers them at once or stops and is resumed."""
+    middle = as_tool(LoopSpec(system="middle"), name="delegate", description="D.", tools=[careful])
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        results = [r for m in request.messages if type(m) is ToolResults for r in m.results]
+        if request.system == "parent":
+            if not results:
+                return ModelResponse(
+                    [ToolCall("a1", "delegate", {"prompt": "x"})], ModelStop.tool_use
+                )
+            return ModelResponse([Text(f"done: {results[0].content}")], ModelStop.end_turn)
+        if request.system == "middle":
+            if not results:
+                call = ToolCall("b1", "research", {"prompt": request.messages[0].content})
+                return ModelResponse([call], ModelStop.tool_use)
+            return ModelResponse([Text(str(results[0].content))], ModelStop.end_turn)
+        return careful_reply(request)
+
+    def run(**options: Any) -> Any:
+        side, journal = str(tmp_path / "side"), tmp_path / "run.journal"
+        return sync.run(PARENT, "go", model=ScriptedModel(reply), tools=[middle], deps=side,
+                        journal=journal, **options)  # fmt: skip
+
+    paused = run()
+    assert paused.finish is None
+    [request] = paused.waiting
+    assert type(request) is ChildApproval and request.tool == publish.spec
+    assert request.via == (("delegate", "a1"), ("research", "b1")) and request.agent == "research"
+    asked: list[ChildApproval] = []
+    done = run(approve=lambda r: asked.append(r) or True)
+    assert done.output == "done: x: noted x" and [r.via for r in asked] == [request.via]
+    assert _counts(tmp_path) == {"x": 1, "y": 0} and _published(tmp_path) == ["published:x"]
 
 
 def test_the_terminal_asks_about_a_child_s_call_naming_its_sub_agent_and_checks_an_edit(
