@@ -335,38 +335,6 @@ def test_a_fork_of_a_fork_serves_from_the_fork(tmp_path: Path) -> None:
     assert again.state.events == run.state.events
 
 
-def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> None:
-    deleted: list[str] = []
-
-    @tool(needs_approval=True)
-    def delete(path: str) -> str:
-        """Delete a file."""
-        deleted.append(path)
-        return f"deleted {path}"
-
-    reply = ModelResponse([ToolCall("d1", "delete", {"path": "/tmp/x"})], ModelStop.tool_use)
-    done = ModelResponse([Text("done")], ModelStop.end_turn)
-    run = sync.run(
-        LoopSpec(),
-        "clean up",
-        model=ScriptedModel([reply, done]),
-        tools=[delete],
-        approve=lambda call: True,
-        clock=lambda: 0.0,
-    )
-    deleted.clear()
-    served = fork(run.loop, 1)
-    again = sync.run(
-        LoopSpec(), loop=served, model=Untouchable(), tools=[delete], clock=lambda: 0.0
-    )
-    assert again.state.events == run.state.events and deleted == []  # nobody asked again
-    denied = fork(run.loop, 1, approvals={"d1": "not that one"})
-    model = ScriptedModel([done])
-    again = sync.run(LoopSpec(), loop=denied, model=model, tools=[delete], clock=lambda: 0.0)
-    assert deleted == [] and len(model.requests) == 1
-    assert "not that one" in again.state.messages[-2].results[0].content  # type: ignore[union-attr]
-
-
 def _deleting(deleted: list[str], journal: Path | None = None) -> tuple[Run, Any]:
     """A run whose call d1 of a tool that needs approval was approved, and the tool."""
 
@@ -383,6 +351,22 @@ def _deleting(deleted: list[str], journal: Path | None = None) -> tuple[Run, Any
                    approve=lambda call: True, clock=lambda: 0.0)  # fmt: skip
     deleted.clear()
     return run, delete
+
+
+def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> None:
+    deleted: list[str] = []
+    run, delete = _deleting(deleted)
+    done = ModelResponse([Text("done")], ModelStop.end_turn)
+    served = fork(run.loop, 1)
+    again = sync.run(
+        LoopSpec(), loop=served, model=Untouchable(), tools=[delete], clock=lambda: 0.0
+    )
+    assert again.state.events == run.state.events and deleted == []  # nobody asked again
+    denied = fork(run.loop, 1, approvals={"d1": "not that one"})
+    model = ScriptedModel([done])
+    again = sync.run(LoopSpec(), loop=denied, model=model, tools=[delete], clock=lambda: 0.0)
+    assert deleted == [] and len(model.requests) == 1
+    assert "not that one" in again.state.messages[-2].results[0].content  # type: ignore[union-attr]
 
 
 def test_an_edited_answer_at_the_fork_point_runs_the_call_with_its_arguments(
