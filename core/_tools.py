@@ -98,32 +98,30 @@ def _is_context(annotation: Any) -> bool:
     return annotation is ToolContext or get_origin(annotation) is ToolContext
 
 
-def _context_parameter(fn: Callable[..., Any]) -> tuple[str, Any] | None:
-    """The parameter through which `fn` asks for its `ToolContext`, if any, and the type it
-    gives the context's `deps` (`Any` unless annotated `ToolContext[T]`)."""
-    hints = get_type_hints(fn, include_extras=True)
-    for name in inspect.signature(fn).parameters:
-        if _is_context(hints.get(name)):
-            return name, (get_args(hints[name]) or (Any,))[0]
-    return None
-
-
-def _args_type(fn: Callable[..., Any]) -> type[msgspec.Struct]:
+def _parameters(fn: Callable[..., Any]) -> tuple[type[msgspec.Struct], str | None, Any]:
+    """What `fn`'s signature says, read once: the struct a model's arguments convert to, and
+    the parameter through which it asks for its `ToolContext` (if any) with the type it gives
+    the context's `deps` (`Any` unless annotated `ToolContext[T]`)."""
     hints = get_type_hints(fn, include_extras=True)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    context: str | None = None
+    deps: Any = Any
     for name, param in inspect.signature(fn).parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"@tool cannot describe *args or **kwargs ({fn.__name__})")
         annotation = hints.get(name, Any)
-        if _is_context(annotation):
-            continue  # filled in by the runner, never by the model
+        if _is_context(annotation):  # filled in by the runner, never by the model
+            if context is None:
+                context, deps = name, (get_args(annotation) or (Any,))[0]
+            continue
         if param.default is inspect.Parameter.empty:
             fields.append((name, annotation))
         else:
             fields.append((name, annotation, param.default))
-    return msgspec.defstruct(
+    args_type = msgspec.defstruct(
         f"{fn.__name__}_arguments", fields, forbid_unknown_fields=True, kw_only=True
     )
+    return args_type, context, deps
 
 
 def _schema(args_type: type[msgspec.Struct]) -> dict[str, Any]:
@@ -161,10 +159,8 @@ class Tool:
         self.spec = spec
         self.name = spec.name
         self.is_async = inspect.iscoroutinefunction(fn)
-        self._args_type = _args_type(fn)
-        found = _context_parameter(fn)
-        self._context = None if found is None else found[0]
-        self.deps_type: Any = Any if found is None else found[1]
+        self._args_type, self._context, deps_type = _parameters(fn)
+        self.deps_type: Any = deps_type
         """The type the function gives its context's `deps` (`Any` when it does not say)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -228,11 +224,12 @@ def tool(
     """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
+        made = Tool(fn, ToolSpec(name or fn.__name__))  # its signature read once
         doc = inspect.getdoc(fn) or ""
-        spec = ToolSpec(
-            name=name or fn.__name__,
+        made.spec = ToolSpec(
+            name=made.name,
             description=description if description is not None else doc.split("\n\n")[0],
-            parameters=_schema(_args_type(fn)),
+            parameters=_schema(made._args_type),
             parallel_safe=parallel_safe,
             resource=resource,
             finish=finish,
@@ -241,7 +238,7 @@ def tool(
             replay_safe=replay_safe,
             strict=strict,
         )
-        return Tool(fn, spec)
+        return made
 
     return wrap(fn) if fn is not None else wrap
 

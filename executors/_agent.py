@@ -10,6 +10,7 @@ __all__ = [
     "Parent",
     "SubAgent",
     "agent_guardrails",
+    "answered",
     "as_tool",
     "built",
     "parenting",
@@ -240,8 +241,8 @@ class SubAgent(Tool):
         parent = _PARENT.get(None)
         if parent is None:
             return ToolOutcome(
-                f"{self.name} is a sub-agent: it runs only in a run of turnstile.executors.sync "
-                "or .aio",
+                f"{self.name} is a sub-agent: it runs only in a run of turnstile.executors.sync, "
+                ".aio or .temporal",
                 True,
             )
         session, call_id = parent.session, context.call_id
@@ -325,31 +326,36 @@ class SubAgent(Tool):
         return ToolOutcome(f"{self.name} is left open", True)
 
     def _finished(self, parent: Parent, call_id: str, run: Run, path: Any) -> ToolOutcome:
-        """The child's answer as the call's result (text, or its typed output as JSON), or an
-        error saying how it stopped; the child is kept, its spending counted, by the parent. A
-        journaled child left waiting for approvals no one answers now stops the parent too,
-        its call left open (`Session.child_waits`) to resume the child where it waits."""
+        """The child's answer as the call's result (`answered`); the child is kept, its spending
+        counted, by the parent. A journaled child left waiting for approvals no one answers now
+        stops the parent too, its call left open (`Session.child_waits`) to resume the child
+        where it waits."""
         session = parent.session
-        finish = run.finish
-        if finish is None and path is not None and parent.approve is None:
+        if run.finish is None and path is not None and parent.approve is None:
             session.children[call_id] = run
             waiting = [self._request(c, (self.name, call_id)) for c in run.waiting]
             return self._left_open(session, call_id, waiting)
         session.child_finished(call_id, run)
-        if finish is None:
-            names = ", ".join(c.name for c in run.waiting)
-            return ToolOutcome(f"{self.name} stopped: it waits for approval of {names}", True)
-        output = finish.output
-        text = output if isinstance(output, str) else msgspec.json.encode(output).decode()
-        if finish.reason in _ANSWERED:
-            return ToolOutcome(text)
-        error = run.error
-        why = error.message if error is not None else (f"its last answer: {text}" if output else "")
-        return ToolOutcome(
-            f"{self.name} stopped ({finish.reason.value}) before its answer"
-            + (f": {why}" if why else ""),
-            True,
-        )
+        return answered(self.name, run)
+
+
+def answered(name: str, run: Run) -> ToolOutcome:
+    """The answer of the child `run` of the sub-agent `name` as its call's result (text, or its
+    typed output as JSON), or an error saying how it stopped: the same under every executor."""
+    finish = run.finish
+    if finish is None:
+        names = ", ".join(c.name for c in run.waiting)
+        return ToolOutcome(f"{name} stopped: it waits for approval of {names}", True)
+    output = finish.output
+    text = output if isinstance(output, str) else msgspec.json.encode(output).decode()
+    if finish.reason in _ANSWERED:
+        return ToolOutcome(text)
+    error = run.error
+    why = error.message if error is not None else (f"its last answer: {text}" if output else "")
+    return ToolOutcome(
+        f"{name} stopped ({finish.reason.value}) before its answer" + (f": {why}" if why else ""),
+        True,
+    )
 
 
 def as_tool(
@@ -363,9 +369,10 @@ def as_tool(
 ) -> Tool:
     """`agent` (a spec, or an `Agent` with its model and tools) as a tool another run offers
     its model: each call runs a child run of it, from the call's `prompt` (or, given an
-    `input` type, the arguments it takes, as JSON), under the parent's executor (`sync`, or
-    `aio` on the same event loop). The result is the child's answer (its text, or its typed
-    output as JSON); a child that stops without one gives an error result saying how.
+    `input` type, the arguments it takes, as JSON), under the parent's executor (`sync`, `aio`
+    on the same event loop, Temporal as a child workflow of a worker given it). The result is
+    the child's answer (its text, or its typed output as JSON); a child that stops without one
+    gives an error result saying how.
 
     A spec's child asks `model` (default: the parent's client) and runs `tools`; it gets the
     parent's `deps`. A journaled parent journals each child beside its own journal, named by

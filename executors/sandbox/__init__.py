@@ -241,7 +241,8 @@ class Sandbox:
             return ToolOutcome(f"the sandbox failed to run {name}: {type(e).__name__}: {e}", True)
 
     def close(self) -> None:
-        """Stop the warm launchers; calls after this fail."""
+        """Stop the warm launchers, and wait for those of answered calls to be gone; calls
+        after this fail."""
         self._pool.close()
         if self._proxy is not None:
             self._proxy.close()

@@ -163,9 +163,14 @@ class Launcher:
         if prepare is not None:
             send(ours, prepare)
 
+    def hang_up(self) -> None:
+        """Tell the launcher to go (it discards its tree, then exits on its own); `close` waits
+        for it."""
+        self.sock.close()
+
     def close(self) -> None:
         """Hang up; the launcher exits on its own, or is killed after a grace period."""
-        self.sock.close()
+        self.hang_up()
         if self.process.returncode is None and not _exits_within(self.process.pid, _GRACE_S):
             self.kill()
         self.process.wait()

@@ -11,11 +11,12 @@ it. A tree serves a launcher's calls in turn, one process per call:
                                    IPC namespace of its own; waits for its call, confines
                                    itself, runs it), then the next call's, ...
 
-Init forks each call's process once the last one has ended and it has killed whatever that
-call left running, so a warm call costs a hand-over to a process already made: no fork, no
+Init forks each call's process once the last call is answered and nothing of it can run any
+more (whatever it left running killed and reaped, its own process killed: that one's exit goes
+on beside the fork), so a warm call costs a hand-over to a process already made: no fork, no
 namespace, no root to build, no process to tear down before the answer. Nothing in a tree runs
-tool code before the call's process has confined itself for its call, and no process of a call
-outlives it. A tree whose call ended otherwise than cleanly (killed, at a limit, a crash,
+tool code before the call's process has confined itself for its call, and nothing of a call
+runs after its answer. A tree whose call ended otherwise than cleanly (killed, at a limit, a crash,
 processes left running) is discarded and a new one made. The launcher never reads a call (it
 passes the memfd holding it on to the call's process): every process it or init forks comes
 from a state that never held another call's arguments.
@@ -25,9 +26,16 @@ while the call runs, and kills the tree at the call's CPU limit.
 
 When a call's process exits, init kills and reaps the rest of the namespace, then tells the
 launcher how the call ended; the launcher answers `Done` only then, never while a process of
-the call still runs. `Kill` from the host SIGKILLs init (the kernel kills the whole namespace).
-Without pid namespaces the launcher is a child subreaper instead: a tree serves one call, and
-orphans come back to the launcher and are killed before `Done`.
+the call can still run. A call's process that ended well closes its descriptors and stops
+itself (SIGSTOP) in place of exiting: a stopped process runs no code and has no system call
+half done, so once init has seen it stop and found no other process in the namespace (its
+/proc), the call is answered, and the process is killed after. Its exit, which tears down its
+copy of init's memory (about a millisecond), is then off the answer's way. `Kill` from the
+host SIGKILLs init (the kernel kills the whole namespace).
+Without pid namespaces init is a child subreaper instead: what a call leaves running comes back
+to it, and it finds and kills it all below itself through each thread's /proc `children` file
+(a kernel without them: a tree serves one call, and the launcher, a subreaper too, sweeps up
+after it before `Done`).
 
 Not root, a launcher makes its calls' namespaces in a user namespace of its own (mapping only
 its own uid), made before its first tree: it forks once into it, the fork serving as the
@@ -55,15 +63,19 @@ from ._cgroup import Cgroup
 from ._disk import call_mounts
 from ._layers import Layer
 from ._linux import (
+    CHILDREN,
     CLONE_NEWNET,
     CLONE_NEWNS,
     CLONE_NEWPID,
+    below,
     children,
     enter_user_namespace,
     hold_namespaces,
     keep_only,
+    kill_below,
     kill_the_rest,
     limit_malloc_arenas,
+    others_alive,
     private_mounts,
     set_child_subreaper,
     set_parent_death_signal,
@@ -109,14 +121,25 @@ def _own_layers() -> dict[str, Layer]:
 
 
 def _init(
-    kind: Tree, layers: dict[str, Layer], cgroup: Cgroup | None, up: int, down: int, ahead: bool
+    kind: Tree,
+    layers: dict[str, Layer],
+    cgroup: Cgroup | None,
+    up: int,
+    down: int,
+    ahead: bool,
+    serving: bool,
 ) -> None:
     """A tree's init: join its cgroup, finish the namespaces (building the calls' root), then
     serve the launcher's calls in turn: fork each call's process (which makes its own mounts
     and waits on `down` for its call), wait for it, kill whatever else it left running, and
-    tell the launcher on `up` how it ended. Without a pid namespace (no strays to kill), one
-    call only. Its exit makes the kernel kill the rest of the pid namespace."""
+    tell the launcher on `up` how it ended. It is `serving` calls in turn as pid 1 of a pid
+    namespace (whose /proc shows what a call left), or else as a child subreaper that finds
+    them below it (`below`); one call only if neither. Its exit makes the kernel kill the rest
+    of a pid namespace."""
     set_parent_death_signal(signal.SIGKILL)
+    pid_one = os.getpid() == 1
+    if serving and not pid_one:
+        set_child_subreaper()  # what a call leaves comes back to it, to be found and killed
     if cgroup is not None:
         try:
             cgroup.join()
@@ -149,8 +172,9 @@ def _init(
             layers["network_namespace"] = _failed(e)
     launcher = socket.socket(fileno=up)
     frame(Exited(0, False))  # a first run, so that the one after the call is quicker
-    serving = os.getpid() == 1
+    stops = serving and ("/" in covers or not pid_one)  # it can tell what a call left
     held: list[int] = []
+    dying = 0  # the last call's process, killed but maybe not yet reaped
     while True:
         gc.freeze()
         made, tell = os.pipe()
@@ -160,15 +184,26 @@ def _init(
                 os.close(fd)
             mine = dict(layers)
             workdir = call_mounts(kind, mine, _failed)
-            child.serve(socket.socket(fileno=down), mine, covers, workdir, kind, ahead, tell)
+            down_sock = socket.socket(fileno=down)
+            child.serve(down_sock, mine, covers, workdir, kind, ahead, tell, stops)
         os.close(tell)
         for fd in held:
             os.close(fd)  # the last call's namespaces go now, off its answer's way
         held = hold_namespaces(pid, made)
-        wait_status = wait_for(pid)
-        send(launcher, Exited(wait_status, kill_the_rest() if serving else still_running()))
-        if not serving:
+        wait_status = wait_for(pid, stops, dying)
+        sweep = kill_the_rest if pid_one else kill_below
+        if os.WIFSTOPPED(wait_status):  # it ended well, and stopped: it can do nothing more
+            others = others_alive(pid) if pid_one else below(os.getpid()) != [pid]
+            ended = Exited(0, others and sweep())
+        else:
+            ended = Exited(wait_status, sweep() if serving else still_running())
+        send(launcher, ended)
+        if not serving or not launcher.recv(1):  # the launcher has answered the call
             os._exit(0)
+        dying = 0
+        if os.WIFSTOPPED(wait_status) and not ended.strays:  # the only one left: it dies
+            os.kill(pid, signal.SIGKILL)  # beside the next call's process being made
+            dying = pid
         ahead = True
 
 
@@ -180,6 +215,7 @@ class _Tree:
         self,
         kind: Tree,
         pid_namespace: bool,
+        serves: bool,
         cgroup: Cgroup | None,
         pid: int,
         up: socket.socket,
@@ -187,6 +223,7 @@ class _Tree:
     ) -> None:
         self.kind = kind
         self.pid_namespace = pid_namespace
+        self.serves = serves
         self.cgroup = cgroup
         self.pid = pid
         self.pidfd = os.pidfd_open(pid)
@@ -210,6 +247,13 @@ class _Tree:
         for fd in fds:
             os.close(fd)
         return True
+
+    def answered(self) -> None:
+        """Tell init the call is answered: what it does next (kill the call's stopped process,
+        make the next) would otherwise take the CPU the answer needs."""
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):  # init is gone: the tree is discarded anyway
+                self.up.send(b".")
 
     def kill(self) -> None:
         if self.pidfd >= 0:
@@ -262,19 +306,20 @@ def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
             layers["pid_namespace"] = Layer(True, "the call's processes die with it")
         except OSError as e:
             layers["pid_namespace"] = _failed(e)
+    serves = in_namespace or CHILDREN  # init can find, and kill, what each call left
     gc.freeze()  # fewer copy-on-write faults in the children: the collector leaves these be
     pid = os.fork()
     if pid == 0:
         try:
             keep_only(init_up.fileno(), init_down.fileno())
-            _init(kind, layers, cgroup, init_up.detach(), init_down.detach(), ahead)
+            _init(kind, layers, cgroup, init_up.detach(), init_down.detach(), ahead, serves)
         finally:
             os._exit(70)
     if in_namespace:
         setns(own_pid_namespace, CLONE_NEWPID)
     init_up.close()
     init_down.close()
-    return _Tree(kind, in_namespace, cgroup, pid, up, down)
+    return _Tree(kind, in_namespace, serves, cgroup, pid, up, down)
 
 
 def _sweep() -> bool:
@@ -314,7 +359,7 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
     killed = gone = exited = heard = False
     ended: Exited | None = None
     limit = None
-    while not (exited or (heard and tree.pid_namespace)):
+    while not (exited or (heard and tree.serves)):
         wait = None if limit is not None else _cpu_wait(tree)
         if wait == 0:
             tree.kill()
@@ -337,9 +382,10 @@ def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
     clean = ended is not None and ended.wait_status == 0  # its result stands, if it wrote one
     if limit is None and not clean and tree.cgroup is not None and tree.cgroup.oom_killed():
         limit = "memory"
-    if exited or not tree.pid_namespace:
-        tree.reap()
-    strays = (not tree.pid_namespace and _sweep()) or (ended is not None and ended.strays)
+    if exited or not tree.serves:
+        tree.reap()  # (without a pid namespace, what init left comes back here: swept)
+    swept = exited and not tree.pid_namespace and _sweep()
+    strays = swept or (ended is not None and ended.strays)
     wait_status = None if ended is None else ended.wait_status
     return Done(killed, strays, wait_status, limit), gone
 
@@ -416,7 +462,7 @@ class _Trees:
         """Once a call is done: keep its tree for the next call if it serves calls in turn
         and this one ended cleanly (its process exited with 0, leaving none running), else
         close it and make the next."""
-        kept = self._ahead == tree.kind and self._ready is None and tree.pid_namespace
+        kept = self._ahead == tree.kind and self._ready is None and tree.serves
         kept = kept and tree.pidfd >= 0 and done == Done(False, False, 0) and tree.idle()
         if kept and (tree.cgroup is None or not tree.cgroup.oom_killed()):
             self._ready = tree
@@ -455,6 +501,7 @@ def main(sock_fd: int) -> None:
             tree.discard()
             break
         send(sock, done)
+        tree.answered()
         trees.after(tree, done)
     trees.discard()
     os._exit(0)  # nothing to finalize; spares the host's wait

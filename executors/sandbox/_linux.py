@@ -8,12 +8,14 @@ the sandbox is missing on this machine.
 from __future__ import annotations
 
 __all__ = [
+    "CHILDREN",
     "CLONE_NEWIPC",
     "CLONE_NEWNET",
     "CLONE_NEWNS",
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "attach",
+    "below",
     "bind",
     "children",
     "clone_mount",
@@ -24,6 +26,7 @@ __all__ = [
     "hold_namespaces",
     "install_seccomp_filter",
     "keep_only",
+    "kill_below",
     "kill_the_rest",
     "libc",
     "limit_malloc_arenas",
@@ -32,6 +35,7 @@ __all__ = [
     "mount_proc",
     "mount_tmpfs",
     "no_new_privs",
+    "others_alive",
     "pivot_root_here",
     "private_mounts",
     "read_only",
@@ -303,21 +307,88 @@ def limit_malloc_arenas(count: int) -> None:
     libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(count))
 
 
+def _state(pid: str) -> tuple[int, bytes] | None:
+    """The parent of process `pid` and its state letter, from /proc (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0]
+
+
+def _alive(pid: str, state: bytes) -> bool:
+    """Whether process `pid`, in `state`, has a thread left: /proc shows a process whose first
+    thread ended alone (the exit system call, not exit_group) as a zombie while the others run."""
+    if state != b"Z":
+        return True
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
+
+
 def children() -> list[int]:
     """The pids of this process's children, read from /proc (the `children` file is optional)."""
     me = os.getpid()
-    pids: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    found = ((entry, _state(entry)) for entry in os.listdir("/proc") if entry.isdigit())
+    return [int(entry) for entry, state in found if state is not None and state[0] == me]
+
+
+def below(pid: int) -> list[int]:
+    """The live processes below `pid` (its children, theirs, ...), read from each thread's
+    /proc `children` file (`CHILDREN` says whether this kernel has them)."""
+    found: list[int] = []
+    left = [pid]
+    while left:
+        parent = left.pop()
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+            tids = os.listdir(f"/proc/{parent}/task")
         except OSError:
             continue
-        if int(fields[1]) == me:
-            pids.append(int(entry))
-    return pids
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            for kid in kids:
+                state = _state(str(kid))
+                if state is not None and _alive(str(kid), state[1]):
+                    found.append(kid)
+                left.append(kid)
+    return found
+
+
+CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+"""Whether this kernel shows each thread's children (CONFIG_PROC_CHILDREN)."""
+
+
+def kill_below() -> bool:
+    """As a child subreaper (no pid namespace of its own: `kill(-1)` would reach the host's
+    processes): kill and reap every process below this one; True if any was still running."""
+    found = False
+    while pids := below(os.getpid()):
+        found = True
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(-1, 0)  # killed, each ends: a child of this one, or an orphan come back
+        still_running()
+    return found
+
+
+def others_alive(pid: int) -> bool:
+    """As pid 1 of a pid namespace whose /proc it sees: whether any process but itself and
+    `pid` is alive in it (a zombie is not, unless a thread of it is: `_alive`)."""
+    ours = ("1", str(pid))
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and entry not in ours:
+            state = _state(entry)
+            if state is not None and _alive(entry, state[1]):
+                return True
+    return False
 
 
 def still_running() -> bool:
@@ -340,12 +411,20 @@ def keep_only(*fds: int) -> None:
     os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def wait_for(pid: int) -> int:
-    """Wait for child `pid` (reaping any other child that ends first); its wait status."""
-    while True:
-        reaped, wait_status = os.waitpid(-1, 0)
-        if reaped == pid:
-            return wait_status
+def wait_for(pid: int, stops: bool = False, dying: int = 0) -> int:
+    """Wait for child `pid` to exit, or if `stops` to stop itself with SIGSTOP, and for child
+    `dying` (if any) to be reaped, reaping any other child that ends first; `pid`'s wait
+    status."""
+    flags = os.WUNTRACED if stops else 0
+    found = None
+    while found is None or dying:
+        reaped, wait_status = os.waitpid(-1, flags)
+        stopped = os.WIFSTOPPED(wait_status)
+        if reaped == dying and not stopped:
+            dying = 0
+        elif reaped == pid and (not stopped or os.WSTOPSIG(wait_status) == signal.SIGSTOP):
+            found = wait_status
+    return found
 
 
 def kill_the_rest() -> bool:

@@ -13,8 +13,10 @@ from ._wire import Prepare
 class Pool:
     """Keeps up to `warm` idle launchers, started ahead of need, each keeping its next call's
     process tree ready (`prepare`). A call takes an idle one, or starts a new one; afterwards
-    a healthy launcher goes back if there is room, else it is closed. With `warm=0` every call
-    has a fresh launcher (and interpreter) of its own."""
+    a healthy launcher goes back if there is room, else it is told to go. With `warm=0` every
+    call has a fresh launcher (and interpreter) of its own. A launcher told to go tears its
+    tree down (the call's namespaces, its cgroup) after the call's answer, off its way: `close`
+    waits for every one of them."""
 
     def __init__(self, sys_path: tuple[str, ...], warm: int, prepare: Prepare) -> None:
         if warm < 0:
@@ -25,6 +27,7 @@ class Pool:
         self._lock = threading.Lock()
         self._closed = False
         self._idle = [Launcher(sys_path, self._prepare) for _ in range(warm)]
+        self._going: list[threading.Thread] = []
 
     def acquire(self) -> Launcher:
         with self._lock:
@@ -42,14 +45,20 @@ class Pool:
             if healthy and not self._closed and len(self._idle) < self._warm:
                 self._idle.append(launcher)
                 return
-        if healthy:
-            launcher.close()
-        else:
-            launcher.kill()
+            if healthy:  # it goes on its own; reaped here (the wait is a thread's)
+                launcher.hang_up()
+                going = threading.Thread(target=launcher.close, name="turnstile-sandbox-going")
+                self._going = [*(g for g in self._going if g.is_alive()), going]
+                going.start()
+                return
+        launcher.kill()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            going, self._going = self._going, []
         for launcher in idle:
             launcher.close()
+        for thread in going:
+            thread.join()

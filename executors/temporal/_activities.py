@@ -13,9 +13,9 @@ from __future__ import annotations
 __all__ = ["Activities", "ask_guardrail", "ask_model", "ask_tool", "ask_tool_specs"]
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
@@ -36,17 +36,20 @@ from turnstile.core import (
 )
 from turnstile.core.messages import ModelResponse
 from turnstile.core.state import INTERRUPTED
+from turnstile.executors._agent import SubAgent
 from turnstile.executors._effects import model_failed
 from turnstile.executors._guardrails import Guardrails
 from turnstile.executors._invoke import ainvoke
 from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRunner
 from turnstile.executors._toolbox import Toolbox, caller
 
+from ._children import Child, child_run
 from ._wire import (
     GUARDRAIL_ACTIVITY,
     MODEL_ACTIVITY,
     SPECS_ACTIVITY,
     TOOL_ACTIVITY,
+    ChildRun,
     Options,
     decode_call_model,
     decode_check,
@@ -83,9 +86,18 @@ def _complete(model: Model, request: ModelRequest) -> Awaitable[ModelResponse]:
     return asyncio.to_thread(model.complete, request)
 
 
+class _Box(NamedTuple):
+    """Tools a worker runs: its own, or a sub-agent's (a child run's)."""
+
+    runner: ToolRunner
+    call: Callable[[RunTool], ToolOutcome]
+    timeouts: dict[str, float]
+
+
 class Activities:
     """A worker's model calls (its clients by name) and tool calls (its runner, whose tools
-    that ask for a `ToolContext` get the worker's `deps`)."""
+    that ask for a `ToolContext` get the worker's `deps`; and its sub-agents' tools, by the
+    sub-agent's path of names, `children`)."""
 
     def __init__(
         self,
@@ -93,13 +105,18 @@ class Activities:
         runner: ToolRunner,
         deps: Any = None,
         rails: Guardrails | None = None,
+        children: Mapping[str, Child] | None = None,
     ) -> None:
         self._rails = rails or Guardrails()
         self._models = models
         self._runner = runner
         self._deps = deps
-        self._run_call = caller(runner, deps)
-        self._timeouts = {s.name: s.timeout_s for s in runner.specs if s.timeout_s}
+        self._children = children or {}
+        runners = {"": runner, **{key: c.runner for key, c in self._children.items()}}
+        self._boxes = {
+            key: _Box(r, caller(r, deps), {s.name: s.timeout_s for s in r.specs if s.timeout_s})
+            for key, r in runners.items()
+        }
 
     @activity.defn(name=MODEL_ACTIVITY)
     async def call_model(self, model: str, command: bytes) -> bytes:
@@ -125,11 +142,21 @@ class Activities:
         return encode(tuple(self._runner.specs))
 
     @activity.defn(name=TOOL_ACTIVITY)
-    async def run_tool(self, command: bytes) -> bytes:
+    async def run_tool(self, command: bytes, toolbox: str = "") -> bytes:
+        """The call, by the tools of `toolbox` (a child run's: its sub-agent's path); a
+        sub-agent's call is answered with the child run to start (`ChildRun`)."""
         call = decode_run_tool(command)
-        limit = self._timeouts.get(call.name)
+        box = self._boxes.get(toolbox)
+        if box is None:
+            message = f"this worker has no sub-agent {toolbox!r}, whose tools the run asks for"
+            return encode(ToolReturned(call.id, message, True, now=0.0))
+        tool = box.runner.get(call.name) if isinstance(box.runner, Toolbox) else None
+        if isinstance(tool, SubAgent):
+            key = f"{toolbox}/{call.name}" if toolbox else call.name
+            return child_run(tool, self._children[key], key, call, self._deps)
+        limit = box.timeouts.get(call.name)
         try:
-            outcome = await _beating(asyncio.wait_for(self._invoke(call), limit))
+            outcome = await _beating(asyncio.wait_for(self._invoke(box, tool, call), limit))
         except TimeoutError:
             outcome = ToolOutcome(f"{call.name} timed out after {limit:g} s", True)
         return encode(ToolReturned(call.id, outcome.content, outcome.is_error, now=0.0))
@@ -140,13 +167,11 @@ class Activities:
         check = decode_check(command)
         return encode(await _beating(self._rails.acheck(check, lambda: 0.0)))
 
-    async def _invoke(self, call: RunTool) -> ToolOutcome:
+    async def _invoke(self, box: _Box, tool: Any, call: RunTool) -> ToolOutcome:
         """Async tools are awaited here; everything else runs in a thread."""
-        runner = self._runner
-        tool = runner.get(call.name) if isinstance(runner, Toolbox) else None
         if tool is not None and tool.is_async:
             return await ainvoke(tool, call.arguments, ToolContext(call.id, self._deps))
-        return await asyncio.to_thread(self._run_call, call)
+        return await asyncio.to_thread(box.call, call)
 
 
 # -- the workflow's side -----------------------------------------------------------------------
@@ -164,15 +189,20 @@ async def ask_model(options: Options, model: str, command: CallModel) -> Observa
     return decode_outcome(data)
 
 
-async def ask_tool(options: Options, spec: ToolSpec | None, command: RunTool) -> Observation:
+async def ask_tool(
+    options: Options, spec: ToolSpec | None, command: RunTool, toolbox: str = ""
+) -> Observation | ChildRun:
     """`command` as an activity, within its tool's `spec` (its timeout, whether it is safe to
-    try again); one whose worker never reports back was interrupted."""
+    try again), by the tools of `toolbox` (a child run's); one whose worker never reports back
+    was interrupted. A sub-agent's call comes back as the child run to start."""
     safe = spec is not None and spec.replay_safe
     limit = spec.timeout_s if spec is not None and spec.timeout_s else None
+    # a run of the worker's own tools sends the command alone, as before sub-agents
+    args = [encode(command), toolbox] if toolbox else [encode(command)]
     try:
         data = await workflow.execute_activity(
             TOOL_ACTIVITY,
-            encode(command),
+            args=args,
             result_type=bytes,
             activity_id=command.id,
             start_to_close_timeout=timedelta(

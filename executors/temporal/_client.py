@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 from temporalio.client import (
     Client,
     WorkflowHandle,
@@ -22,12 +23,12 @@ from turnstile.core import (
     AwaitApproval,
     CallModel,
     Event,
-    Finish,
     InvalidObservation,
     Loop,
     LoopSpec,
     ProtocolError,
     Started,
+    ToolReturned,
 )
 from turnstile.core.messages import Message
 from turnstile.executors._agent import Agent, agent_guardrails, unpacked
@@ -37,6 +38,7 @@ from turnstile.executors._served import Fork
 from turnstile.executors._session import check_prompt
 from turnstile.executors._toolbox import as_runner
 
+from ._children import children_in, finished_run
 from ._wire import DEFAULT_OPTIONS, TASK_QUEUE, WORKFLOW, Input, Options, encode, shippable
 
 FOLLOW_S = 0.2
@@ -111,12 +113,18 @@ class LoopHandle:
             data = await outcome
         finally:
             outcome.cancel()
-        loop = Loop.load(self.spec, data)
+        run = finished_run(Loop.load(self.spec, data))
         if self._follower is not None:
-            self._follower.catch_up(loop.state.events)
-        [finish] = loop.outstanding_commands()
-        assert type(finish) is Finish
-        return Run(loop, finish)
+            self._follower.catch_up(run.state.events)
+        if any(type(e) is ToolReturned and e.usage is not UNSET for e in run.state.events):
+            run.children = await self.children()  # a sub-agent's result says it spent
+        return run
+
+    async def children(self) -> dict[str, Run]:
+        """The finished child runs of the run's sub-agent calls, by call id, read from its
+        history (of its last run, if it continued as new): `result()` fills `Run.children`
+        with them."""
+        return children_in(await self.workflow.fetch_history())
 
     async def _follow(self, outcome: asyncio.Future[Any]) -> None:
         assert self._follower is not None

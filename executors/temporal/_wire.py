@@ -14,6 +14,7 @@ __all__ = [
     "TASK_QUEUE",
     "TOOL_ACTIVITY",
     "WORKFLOW",
+    "ChildRun",
     "Input",
     "Options",
     "decode_call_model",
@@ -78,7 +79,8 @@ class Input(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     run; without one a dump is resumed: `resumed` tells the loop it was (a dump from another
     process), else its outstanding commands are carried on (a continue-as-new), with `offset`,
     what the run's clock adds to `workflow.time()` (`Session.offset`). `fork`: a fork's parent
-    log and where it stands on it (`Recorded.carried()`), to serve from."""
+    log and where it stands on it (`Recorded.carried()`), to serve from. `toolbox`: a child
+    run's tools, those of its sub-agent (`ChildRun.toolbox`); unset, the worker's own."""
 
     spec: LoopSpec
     model: str
@@ -87,6 +89,26 @@ class Input(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     offset: float = 0.0
     options: Options = DEFAULT_OPTIONS
     fork: bytes = b""
+    toolbox: str | msgspec.UnsetType = msgspec.UNSET  # unset, left out: as before sub-agents
+
+
+class ChildRun(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    tag_field="type",
+    tag="child_run",
+):
+    """A worker's answer to a sub-agent's call (`as_tool`): the child run to start, as a child
+    workflow. `spec` with its tools' specs, `model` a name of the worker's models (empty: the
+    parent's), `prompt` the call's, `toolbox` the sub-agent's path of names (`research`, or
+    `research/search` for a child's own sub-agent): where the worker finds the child's tools."""
+
+    spec: LoopSpec
+    model: str
+    prompt: str
+    toolbox: str
 
 
 def _plain(value: object) -> object:
@@ -105,7 +127,7 @@ decode_call_model = msgspec.json.Decoder(CallModel).decode
 decode_run_tool = msgspec.json.Decoder(RunTool).decode
 decode_check = msgspec.json.Decoder(CheckGuardrail).decode
 decode_outcome = msgspec.json.Decoder(
-    ModelReplied | ModelFailed | ToolReturned | GuardrailChecked
+    ModelReplied | ModelFailed | ToolReturned | GuardrailChecked | ChildRun
 ).decode
 decode_specs = msgspec.json.Decoder(tuple[ToolSpec, ...]).decode
 

@@ -18,6 +18,7 @@ from turnstile.executors._protocols import AsyncModelClient, ModelClient, ToolRu
 from turnstile.executors._toolbox import as_runner
 
 from ._activities import Activities
+from ._children import sub_agents
 from ._wire import TASK_QUEUE
 from ._workflow import LoopWorkflow
 
@@ -65,7 +66,9 @@ def worker(
     strings names each client by its string, as an `Agent`'s does. `guardrails`: the functions
     (`@guardrail`) of the guardrails runs name, each check run as an activity (a check whose
     function the worker lacks trips). `tools` run their calls (a
-    `Sandbox`, a `Toolbox`, tools), and a spec that names no tools is offered them. `deps`
+    `Sandbox`, a `Toolbox`, tools), and a spec that names no tools is offered them; a sub-agent
+    among them (`as_tool`) runs each call's child run as a child workflow, whose tools, model
+    (a client must be among `models`) and guardrails are the sub-agent's. `deps`
     reaches every tool that asks for a `ToolContext`, as in `sync.run`: it stays in the worker
     process, never in a history. A sandbox
     starts each call's process with `subprocess`, never by forking the worker, whose threads a
@@ -77,7 +80,10 @@ def worker(
     Raises `TypeError` for a model that is no client, and `model_client`'s errors for a model
     string (a missing key: `MissingAPIKey`).
     """
-    activities = Activities(clients_of(models), as_runner(tools), deps, Guardrails(guardrails))
+    clients, runner = clients_of(models), as_runner(tools)
+    children = sub_agents(runner, clients)
+    rails = dict.fromkeys([*guardrails, *(g for c in children.values() for g in c.guardrails)])
+    activities = Activities(clients, runner, deps, Guardrails(rails), children)
     options.setdefault("workflow_runner", UnsandboxedWorkflowRunner())
     return Worker(
         client,

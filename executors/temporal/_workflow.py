@@ -39,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from turnstile.executors._session import Session
 
     from ._activities import ask_guardrail, ask_model, ask_tool, ask_tool_specs
-    from ._wire import WORKFLOW, Input, decode_input, encode, typed
+    from ._children import run_child
+    from ._wire import WORKFLOW, ChildRun, Input, decode_input, encode, typed
 
 # runs started before the workflow asked for the worker's tools replay without asking
 WORKER_TOOLS = "worker-tools"
@@ -64,7 +65,7 @@ class LoopWorkflow:
         start = decode_input(given)
         options = start.options
         fresh = start.prompt is not None or start.resumed  # not continued as new
-        if not start.spec.tools and fresh and workflow.patched(WORKER_TOOLS):
+        if not start.spec.tools and fresh and not start.toolbox and workflow.patched(WORKER_TOOLS):
             offered = await ask_tool_specs(options)  # carried on if the run continues as new
             start = replace(start, spec=replace(start.spec, tools=offered))
         # a typed output's class, imported by its name outside the sandbox: the worker's own
@@ -86,7 +87,7 @@ class LoopWorkflow:
             while True:
                 for command in session.hand_out(commands, approving=True):
                     if type(command) is RunTool:
-                        self._start(command.id, ask_tool(options, tools.get(command.name), command))
+                        self._start(command.id, self._run_tool(session, command, start, tools))
                     elif type(command) is CallModel:
                         self._start(command.id, self._call_model(session, command, start))
                     elif type(command) is CheckGuardrail:  # beside what it was handed out with
@@ -164,6 +165,15 @@ class LoopWorkflow:
         task = self._pending.pop(key, None)
         if task is not None:
             task.cancel()
+
+    async def _run_tool(
+        self, session: Session, command: RunTool, start: Input, tools: dict[str, Any]
+    ) -> Observation:
+        """A tool call as an activity; a sub-agent's, then its child run as a child workflow."""
+        got = await ask_tool(start.options, tools.get(command.name), command, start.toolbox or "")
+        if isinstance(got, ChildRun):
+            return await run_child(session, command, got, start)
+        return got
 
     async def _call_model(self, session: Session, command: CallModel, start: Input) -> Observation:
         if (wait := session.wait(command)) > 0:

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -168,6 +169,36 @@ def leaves_background_sleep(marker: str) -> str:
 
 
 @tool
+def leaves_thread_writing(path: str) -> str:
+    """Start a thread that appends a line to `path` every millisecond, and return."""
+
+    def write() -> None:
+        while True:
+            with open(path, "a") as f:
+                f.write("still here\n")
+            time.sleep(0.001)
+
+    threading.Thread(target=write, daemon=True).start()
+    time.sleep(0.01)
+    return "started"
+
+
+_SYS_EXIT = {"x86_64": 60, "aarch64": 93}
+
+
+@tool
+def leaves_a_headless_process(path: str) -> str:
+    """Fork a process whose first thread ends alone (the exit system call, not exit_group), so
+    that /proc shows it as a zombie while its other thread goes on appending to `path`."""
+    if os.fork() == 0:
+        threading.Thread(target=leaves_thread_writing.fn, args=(path,)).start()
+        time.sleep(0.02)
+        ctypes.CDLL(None, use_errno=True).syscall(_SYS_EXIT[os.uname().machine], 0)
+    time.sleep(0.05)
+    return "started"
+
+
+@tool
 def escapes(marker: str) -> str:
     """Double-fork a `sleep 1000` (named `marker`) into a session of its own, and return."""
     pid = os.fork()
@@ -253,7 +284,43 @@ def leftovers(marker: str = "") -> list[str]:
     """Processes a sandboxed call of this session may have left: anything named `marker`, any
     process running one of our launchers' command lines that is neither an idle launcher (a
     child of ours) nor a tree a warm launcher made ahead for its next call, and any zombie child
-    of ours. Each as "pid state command"."""
+    of ours. Each as "pid state command". A call's process that ended well stops, and is
+    killed just after its answer: one that can run no more is waited for, up to a second."""
+    deadline = time.monotonic() + 1.0
+    while (found := _left(marker)) and time.monotonic() < deadline:
+        if any(running_threads(f.split()[0]) for f in found):
+            break
+        time.sleep(0.005)
+    return found
+
+
+_PF_EXITING = 0x4
+_KILL = 1 << (signal.SIGKILL - 1)
+
+
+def running_threads(pid: str) -> list[str]:
+    """The threads of `pid` that may still run code of the call: neither ended (a zombie),
+    stopped, killed (SIGKILL pending) nor exiting (tearing down)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                status = dict(line.split(":\t", 1) for line in f.read().splitlines())
+        except OSError:
+            continue
+        killed = (int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)) & _KILL
+        if fields[0] not in (b"Z", b"T", b"X") and not (int(fields[6]) & _PF_EXITING or killed):
+            found.append(tid)
+    return found
+
+
+def _left(marker: str) -> list[str]:
     found = []
     me = str(os.getpid())
     for pid, state, ppid, command in _processes():

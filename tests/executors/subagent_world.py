@@ -108,5 +108,40 @@ def main(kind: str, folder: str, kill_at: str) -> None:
     execute(kind, Path(folder), journal=parent)
 
 
+def serve(address: str, queue: str, folder: str, kill_after: str = "") -> None:
+    """Serve the parent and its children on Temporal's `queue` (a worker process), killed with
+    SIGKILL once a child's `note` of `kill_after` has run, before the worker reports it
+    (`python -c 'from tests.executors.subagent_world import serve; serve(...)'`)."""
+    import asyncio
+    from datetime import timedelta
+
+    from temporalio.client import Client
+    from turnstile.executors import temporal
+
+    @tool(name="note")
+    def killing(text: str, context: ToolContext[str]) -> str:
+        """Note `text` down (once: it is not replay-safe)."""
+        done = note.fn(text, context)
+        if text == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return done
+
+    child = as_tool(CHILD, name="research", description="Research a question.", tools=[killing])
+
+    async def go() -> None:
+        client = await Client.connect(address)
+        await temporal.worker(
+            client,
+            models={"m": model()},
+            tools=[child],
+            deps=str(Path(folder) / "side"),
+            task_queue=queue,
+            # a killed worker's runs go back to the shared queue after this, not the default 10 s
+            sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        ).run()
+
+    asyncio.run(go())
+
+
 if __name__ == "__main__":
     main(*sys.argv[1:])

@@ -71,7 +71,8 @@ conformance and kill tests with TURNSTILE_RECORD_HISTORIES=1 (the ones kept are 
 that differ in what the workflow does: a round of calls, a retry's timer, a finalize, a refusal,
 a typed output, a worker lost in a tool call and in a model call, a spec offered the worker's
 tools, approvals answered before edits existed (`approvals-answered`, recorded by that release's
-workflow and client) and an approval answered with an edit)."""
+workflow and client), an approval answered with an edit, and a parent whose two sub-agent calls
+ran child workflows (`sub-agents`))."""
 
 
 def keep(history: WorkflowHistory, name: str) -> None:

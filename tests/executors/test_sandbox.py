@@ -31,6 +31,7 @@ from turnstile.executors.sandbox import (
 )
 
 from . import hostile_tools as h
+from .test_sandbox_tiers import TIER_NAMES, sandbox_of
 
 ALL = [
     h.add,
@@ -82,6 +83,9 @@ def test_a_cold_sandbox_starts_a_launcher_per_call_and_leaves_none() -> None:
     sandbox = Sandbox([h.add])
     assert run(sandbox, "add", a=20, b=22) == ("42", False)
     assert run(sandbox, "add", a=1, b=1) == ("2", False)
+    deadline = time.monotonic() + 5  # each goes once its call is answered, on its own
+    while h.launchers() != before and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert h.launchers() == before
 
 
@@ -130,31 +134,79 @@ def made_ahead(launchers: set[str]) -> set[str]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         inits = children(launchers)
-        tools = children(inits)
+        tools = {pid for pid in children(inits) if h.running_threads(pid)}  # not the last call's
         if len(inits) == len(tools) == len(launchers):
             return inits | tools
         time.sleep(0.05)
     raise AssertionError(f"no tree made ahead by {launchers}")
 
 
-def alive(pid: str) -> bool:
-    """Whether `pid` still runs (a zombie has ended: only its exit status is left)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
-def test_run_returns_only_once_every_process_of_the_call_has_ended() -> None:
+def test_run_returns_only_once_no_process_of_the_call_can_run_any_more() -> None:
+    """A call's process that ended well is stopped when its answer comes (its exit, about a
+    millisecond of tearing down memory, comes after), and is gone soon after."""
     before = set(h.launchers())
     with Sandbox([h.add], warm=1) as sandbox:
         assert sandbox.run("add", {"a": 1, "b": 1}).content == "2"  # the launcher is up
         [launcher] = set(h.launchers()) - before
         for n in range(20):  # the call's process used to be still exiting in some of them
-            serving = made_ahead({launcher}) - children({launcher})
+            [serving] = made_ahead({launcher}) - children({launcher})
             assert sandbox.run("add", {"a": n, "b": 1}).content == str(n + 1)
-            assert [pid for pid in serving if alive(pid)] == []
+            assert h.running_threads(serving) == []
+            deadline = time.monotonic() + 5
+            while os.path.exists(f"/proc/{serving}") and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert not os.path.exists(f"/proc/{serving}")
+
+
+@pytest.mark.parametrize("tier", TIER_NAMES)
+def test_every_tier_s_warm_tree_serves_its_calls_in_turn(tier: str) -> None:
+    """Its init stays, each call in a process of its own below it: with a pid namespace as
+    pid 1, without one (the landlock tier) as a child subreaper finding what a call left."""
+    before = set(h.launchers())
+    with sandbox_of(tier, [h.add], warm=1) as box:
+        assert box.run("add", {"a": 1, "b": 1}).content == "2"
+        [launcher] = set(h.launchers()) - before
+        inits, callers = set(), set()
+        for n in range(4):
+            ready = made_ahead({launcher})
+            inits |= children({launcher})
+            callers |= ready - inits
+            assert box.run("add", {"a": n, "b": 1}).content == str(n + 1)
+        assert len(inits) == 1 and len(callers) == 4
+
+
+@pytest.mark.parametrize("tier", TIER_NAMES)
+def test_a_process_left_running_whose_first_thread_ended_is_found_and_killed(
+    tier: str, tmp_path: Path
+) -> None:
+    """/proc shows such a process as a zombie: it is alive while any thread of it is."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    written = shared / "log"
+    limits = SandboxLimits(writable_paths=(str(shared),))
+    with sandbox_of(tier, [h.leaves_a_headless_process], limits, warm=1) as box:
+        content, is_error = box.run("leaves_a_headless_process", {"path": str(written)})
+        assert is_error and "left processes running" in content
+        lines = written.read_text().count("\n")
+        time.sleep(0.05)
+        assert written.read_text().count("\n") == lines > 0
+
+
+def test_a_thread_left_running_writes_nothing_after_the_answer(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    written = shared / "log"
+    with Sandbox(
+        [h.leaves_thread_writing], SandboxLimits(writable_paths=(str(shared),)), warm=1
+    ) as box:
+        for _ in range(5):
+            assert box.run("leaves_thread_writing", {"path": str(written)}) == ("started", False)
+            lines = written.read_text().count("\n")
+            time.sleep(0.05)
+            assert written.read_text().count("\n") == lines > 0
+            written.unlink()
 
 
 def test_a_warm_tree_serves_its_calls_in_turn_each_in_a_fresh_process() -> None:
