@@ -15,6 +15,7 @@ __all__ = [
     "Agent",
     "ApprovalNeeded",
     "AsyncModelClient",
+    "ChildApproval",
     "CorruptJournal",
     "Divergence",
     "Edit",
@@ -51,6 +52,7 @@ import typing as _typing
 
 from . import sync as sync
 from ._agent import Agent as Agent
+from ._agent import ChildApproval as ChildApproval
 from ._agent import as_tool as as_tool
 from ._diff import Divergence as Divergence
 from ._diff import divergence as divergence

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 __all__ = [
     "Agent",
+    "ChildApproval",
     "Parent",
     "SubAgent",
     "agent_guardrails",
@@ -19,11 +20,14 @@ __all__ = [
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import msgspec
 from turnstile.core import (
+    AwaitApproval,
+    InvalidObservation,
     LoopSpec,
     StopReason,
     Tool,
@@ -151,23 +155,50 @@ def built(model: Model, is_async: bool | None) -> Model:
 
 class Parent(NamedTuple):
     """The run a sub-agent's call belongs to: its session (the journal, the totals), its model
-    client, and its executor's `run` (`sync.run`, or `aio.run`, awaited), which runs the child."""
+    client, its executor's `run` (`sync.run`, or `aio.run`, awaited), which runs the child, and
+    its approver (None: the run hands approvals back in `Run.waiting`)."""
 
     session: Session
     model: Any
     run: Callable[..., Any]
     is_async: bool
+    approve: Callable[[AwaitApproval], Any] | None = None
+
+
+class ChildApproval(AwaitApproval, frozen=True, tag="child_approval"):
+    """An approval a sub-agent's child run asks for, handed to the parent's approver (or left
+    in the parent's `Run.waiting`): `via` the sub-agent calls it came through, as (tool name,
+    call id), the parent's own first; `tool` the child's tool it asks to run (its schema checks
+    an edit). It is an `AwaitApproval`: an approver written for a run's own calls answers it."""
+
+    via: tuple[tuple[str, str], ...] = ()
+    tool: ToolSpec | None = None
+
+    @property
+    def agent(self) -> str:
+        """The sub-agent (its tool's name) whose child run asks."""
+        return self.via[-1][0]
+
+    @property
+    def parent_call(self) -> str:
+        """The call of that sub-agent, in the run above it."""
+        return self.via[-1][1]
 
 
 _PARENT: contextvars.ContextVar[Parent | None] = contextvars.ContextVar("turnstile_parent")
 
 
 @contextlib.contextmanager
-def parenting(session: Session, model: Any, run: Callable[..., Any]) -> Iterator[None]:
-    """While a run goes on, its sub-agents' calls run their child runs under it."""
-    import inspect
-
-    token = _PARENT.set(Parent(session, model, run, inspect.iscoroutinefunction(run)))
+def parenting(
+    session: Session,
+    model: Any,
+    run: Callable[..., Any],
+    approve: Callable[[AwaitApproval], Any] | None = None,
+) -> Iterator[None]:
+    """While a run goes on, its sub-agents' calls run their child runs under it, their
+    approvals asked of its `approve`."""
+    parent = Parent(session, model, run, inspect.iscoroutinefunction(run), approve)
+    token = _PARENT.set(parent)
     try:
         yield
     finally:
@@ -223,11 +254,16 @@ class SubAgent(Tool):
             given = (self.child, {"model": model, "tools": self.tools})
         child, options = given
         options["deps"] = context.deps
+        if parent.approve is not None:
+            options["approve"] = self._asking(parent, call_id)
         if parent.is_async:
             return self._awaited(parent, call_id, path, child, prompt, options)
-        with session.child_opened(path) as journal:
-            run = parent.run(child, prompt, journal=journal, **options)
-        return self._finished(session, call_id, run)
+        try:
+            with session.child_opened(path) as journal:
+                run = parent.run(child, prompt, journal=journal, **options)
+        except InvalidObservation as refused:  # an edit that does not fit: the parent's to raise
+            return self._left_open(session, call_id, refused)
+        return self._finished(parent, call_id, run, path)
 
     async def _awaited(
         self,
@@ -240,14 +276,65 @@ class SubAgent(Tool):
     ) -> ToolOutcome:
         import anyio  # under aio only: `import turnstile.executors` does not pay for it
 
-        with parent.session.child_opened(path) as journal:
-            run = await parent.run(child, prompt, journal=journal, **options)
+        try:
+            with parent.session.child_opened(path) as journal:
+                run = await parent.run(child, prompt, journal=journal, **options)
+        except InvalidObservation as refused:  # an edit that does not fit: the parent's to raise
+            return self._left_open(parent.session, call_id, refused)
         await anyio.lowlevel.checkpoint()  # the child ended on the parent's cancel: it goes on
-        return self._finished(parent.session, call_id, run)
+        return self._finished(parent, call_id, run, path)
 
-    def _finished(self, session: Session, call_id: str, run: Run) -> ToolOutcome:
-        """The child's answer as the call's result; the child is kept, its spending counted,
-        by the parent."""
+    def _asking(self, parent: Parent, call_id: str) -> Callable[[AwaitApproval], Any]:
+        """The child's approver: the parent's, asked with each request as a `ChildApproval`
+        naming this call (async if the parent's is)."""
+        approve, via = parent.approve, (self.name, call_id)
+        assert approve is not None
+
+        def asked(command: AwaitApproval) -> ChildApproval:
+            return self._request(command, via)
+
+        call = getattr(approve, "__call__", None)  # noqa: B004  # an object whose __call__ is async
+        if parent.is_async and (
+            inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(call)
+        ):
+
+            async def ask(command: AwaitApproval) -> Any:
+                return await approve(asked(command))
+
+            return ask
+        return lambda command: approve(asked(command))
+
+    def _request(self, command: AwaitApproval, via: tuple[str, str]) -> ChildApproval:
+        """`command`, of the child run of call `via`, as the parent's request: a grandchild's
+        goes on up with this call in front."""
+        if type(command) is ChildApproval:
+            return msgspec.structs.replace(command, via=(via, *command.via))
+        child = self.child
+        spec, tools = (child.spec, child.tools) if isinstance(child, Agent) else (child, self.tools)
+        if not spec.tools:
+            from ._toolbox import as_runner
+
+            spec = msgspec.structs.replace(spec, tools=tuple(as_runner(tools).specs))
+        tool = next((t for t in spec.tools if t.name == command.name), None)
+        return ChildApproval(command.id, command.name, command.arguments, via=(via,), tool=tool)
+
+    def _left_open(
+        self, session: Session, call_id: str, held: list[ChildApproval] | InvalidObservation
+    ) -> ToolOutcome:
+        """The call is left open (`Session.child_waits`): its result, this, is not recorded."""
+        session.child_waits(call_id, held)
+        return ToolOutcome(f"{self.name} is left open", True)
+
+    def _finished(self, parent: Parent, call_id: str, run: Run, path: Any) -> ToolOutcome:
+        """The child's answer as the call's result (`answered`); the child is kept, its spending
+        counted, by the parent. A journaled child left waiting for approvals no one answers now
+        stops the parent too, its call left open (`Session.child_waits`) to resume the child
+        where it waits."""
+        session = parent.session
+        if run.finish is None and path is not None and parent.approve is None:
+            session.children[call_id] = run
+            waiting = [self._request(c, (self.name, call_id)) for c in run.waiting]
+            return self._left_open(session, call_id, waiting)
         session.child_finished(call_id, run)
         return answered(self.name, run)
 

@@ -69,6 +69,14 @@ def _typed(question: str) -> str:
         return ""
 
 
+def _asking(command: AwaitApproval) -> str:
+    """Who asks, for a sub-agent's request: "sub-agent research (call a1) asks: "."""
+    via = getattr(command, "via", ())  # a `ChildApproval`'s
+    if not via:
+        return ""
+    return " › ".join(f"sub-agent {name} (call {call_id})" for name, call_id in via) + " asks: "
+
+
 def _shown(value: Any, width: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
@@ -152,7 +160,10 @@ class Display:
         if self._live is not None:
             self._live.stop()
         try:
-            question = f"  ? run {command.name} {_shown(command.arguments)}? [y/N/edit/why not] "
+            asks = _asking(command)
+            question = (
+                f"  ? {asks}run {command.name} {_shown(command.arguments)}? [y/N/edit/why not] "
+            )
             answer = _typed(question)
             if answer.lower() in ("e", "edit"):
                 return self._edit(command)
@@ -166,7 +177,9 @@ class Display:
     def _edit(self, command: AwaitApproval) -> bool | Edit:
         """The arguments to run the call with, asked until they fit the tool's schema (no
         answer: the call is denied)."""
-        tool = ToolSpec(command.name, parameters=self._schemas.get(command.id, {}))
+        tool = getattr(command, "tool", None)  # a sub-agent's request brings its tool
+        if tool is None:
+            tool = ToolSpec(command.name, parameters=self._schemas.get(command.id, {}))
         while text := _typed("    arguments (JSON): "):
             try:
                 arguments = json.loads(text)

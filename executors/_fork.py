@@ -19,9 +19,18 @@ from pathlib import Path
 from typing import TypedDict, Unpack, overload
 
 import msgspec
-from turnstile.core import Event, Loop, LoopSpec, Started, ToolOutcome
-from turnstile.core.messages import Message, ResultPart, UserMessage
+from turnstile.core import (
+    Event,
+    InvalidObservation,
+    Loop,
+    LoopSpec,
+    ModelReplied,
+    Started,
+    ToolOutcome,
+)
+from turnstile.core.messages import Message, ResultPart, ToolCall, UserMessage
 
+from ._effects import Edit
 from ._journal import FORKED, MAGIC, _write_all
 from ._lineage import Change, Parent, Policy, Source, point, record, unchanged_past
 from ._served import Fork, forked_loop
@@ -36,7 +45,7 @@ class Changes(TypedDict, total=False):
     model: str | None
     system: str | None
     results: Mapping[str, str | list[ResultPart] | ToolOutcome] | None
-    approvals: Mapping[str, bool | str] | None
+    approvals: Mapping[str, bool | str | Edit] | None
     policy: Policy
 
 
@@ -82,7 +91,9 @@ def fork(
     """A new run cut from `parent` (a `Loop`, a dump's bytes, or a journal's path) before the
     event `at` (an index, `"turn:N"`, `"call:ID"`; None: the one call `results` or `approvals`
     names): its state is the fold of the events before it, and one thing changes (`prompt`,
-    `model`, `system`, `results`, `approvals`; another spec: run the fork with it).
+    `model`, `system`, `results`, `approvals`; another spec: run the fork with it). An
+    approval's answer may be an `Edit`: the call runs with its arguments, which must fit the
+    tool's schema (else `InvalidObservation`, as for `Approved(arguments=)`, nothing written).
 
     Run it with any executor (`loop=` the fork, or `journal=` the fork's journal): while it
     stays on the parent's track, each model call, tool call and approval whose place and
@@ -107,6 +118,7 @@ def fork(
     source = Source.of_events(events) if events is not None else Source.of_journal(Path(parent))  # type: ignore[arg-type]
     index = point(at, change, source)
     unchanged_past(change, source, index)
+    _check_edits(change, source, spec)
     source.check(index + 1)  # what is copied, and the event a fork may begin with
     begins = source.has(index) and source.kind(index) == "started"
     first = source.event(index) if begins else None
@@ -120,6 +132,37 @@ def fork(
     if events is None:
         events = [source.event(i) for i in range(len(source))]
     return forked_loop(spec or LoopSpec(), events, index, change, policy)
+
+
+def _check_edits(change: Change, source: Source, spec: LoopSpec | None) -> None:
+    """Each `Edit` among the answers fits its call's tool's schema (the spec's tools, else
+    those the run's start recorded), else `InvalidObservation`, as the loop refuses it."""
+    edits = {k: v.arguments for k, v in change.approvals.items() if type(v) is Edit}
+    tools = {t.name: t for t in (spec.tools if spec is not None else ())}
+    names: dict[str, str] = {}
+    i = 0
+    while edits and source.has(i):  # the events are decoded only for an edit
+        kind = source.kind(i)
+        if kind in ("started", "model_replied"):
+            event = source.event(i)
+            if type(event) is Started and not tools:
+                tools = {t.name: t for t in event.tools}
+            elif type(event) is ModelReplied:
+                calls = [p for p in event.response.content if type(p) is ToolCall]
+                names.update((p.id, p.name) for p in calls if p.id in edits)
+        i += 1
+    for call_id, arguments in edits.items():
+        name = names.get(call_id, "")
+        tool = tools.get(name)
+        if tool is None:
+            raise ValueError(f"no tool of call {call_id!r} known to check its edit: give spec=")
+        problem = tool.arguments_problem(arguments)
+        if problem is not None:
+            where, _, what = problem.partition(": ")
+            raise InvalidObservation(
+                f"the edited arguments of {name} ({call_id}) do not fit its schema: {what}",
+                path="arguments" if where == "arguments" else f"arguments.{where}",
+            )
 
 
 def _write(path: Path, source: Source, index: int, change: Change, first: Event | None) -> None:

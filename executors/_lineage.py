@@ -34,6 +34,7 @@ from turnstile.core import (
 )
 from turnstile.core.messages import Message
 
+from ._effects import Edit
 from ._journal import (
     _FRAME,
     _HEADER,
@@ -66,13 +67,14 @@ class Change(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What a fork changes: the prompt (a message sent at the fork point: a mid-run loop is
     cancelled there and goes on with it as a new run), the model asked, the system
     instructions, tools' results and approvals' answers (by call id: `True` approves, `False`
-    or a reason denies), and which recorded results are served (`policy`)."""
+    or a reason denies, an `Edit` approves with its arguments), and which recorded results are
+    served (`policy`)."""
 
     prompt: str | list[Message] | None = None
     model: str | None = None
     system: str | None = None
     results: dict[str, ToolOutcome] = {}
-    approvals: dict[str, bool | str] = {}
+    approvals: dict[str, bool | str | Edit] = {}
     policy: Literal["recorded", "replay_safe"] = "recorded"
 
     def spec(self, spec: LoopSpec) -> LoopSpec:

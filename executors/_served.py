@@ -44,7 +44,7 @@ from turnstile.core import (
 )
 from turnstile.core.messages import Message
 
-from ._effects import answer
+from ._effects import Edit, answer
 from ._lineage import Ask, Change, ParentChanged, Policy, Source, parent_of
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class _Carried(msgspec.Struct, frozen=True, kw_only=True):
     fresh: bool
     served: list[str]
     results: dict[str, ToolOutcome]
-    approvals: dict[str, bool | str]
+    approvals: dict[str, bool | str | Edit]
 
 
 _decode_carried = msgspec.json.Decoder(_Carried).decode

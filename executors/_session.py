@@ -144,6 +144,7 @@ class Session:
         "_narrator",
         "_on_event",
         "_on_step",
+        "_parked",
         "_prompt",
         "_safe",
         "_spending",
@@ -217,6 +218,7 @@ class Session:
         self.children: dict[str, Run] = {}
         """The runs of sub-agents' calls (`as_tool`) made here, by call id."""
         self._spending: dict[str, Run] = {}  # ...those whose results are still to come
+        self._parked: dict[str, InvalidObservation | None] = {}  # calls left open: `child_waits`
 
     def _clock(self, clock: Callable[[], float], offset: float) -> Callable[[], float]:
         """`clock` plus `offset`, never before the loop's last event (a clock's float steps,
@@ -251,7 +253,11 @@ class Session:
     def send(self, obs: Observation) -> list[Command]:
         """Record what the world did (`on_step` sees it); return what the loop decides. A reply
         that is not a `ModelResponse` is the client's bug: final, as if it had raised. A
-        sub-agent's result carries what its child run spent."""
+        sub-agent's result carries what its child run spent (`child_waits`: none is recorded)."""
+        if self._parked and type(obs) is ToolReturned and obs.call_id in self._parked:
+            if (refused := self._parked.pop(obs.call_id)) is not None:
+                raise refused
+            return []
         if self._spending and type(obs) is ToolReturned:
             child = self._spending.pop(obs.call_id, None)
             if child is not None:
@@ -423,6 +429,15 @@ class Session:
         """Sub-agent call `call_id` ran its child `run`: the transcript nests it, and the
         call's result carries what it spent (once: a later call may reuse the id)."""
         self.children[call_id] = self._spending[call_id] = run
+
+    def child_waits(self, call_id: str, held: Sequence[AwaitApproval] | InvalidObservation) -> None:
+        """Sub-agent call `call_id`'s journaled child waits for approvals no one answers now
+        (`held`, then in `Run.waiting`), or refused an edit (raised here at the call's result):
+        the call is left open, so this run stops; resumed, it runs the call again (replay-safe),
+        whose child goes on from its journal."""
+        if not isinstance(held, InvalidObservation):
+            self.waiting.extend(held)
+        self._parked[call_id] = held if isinstance(held, InvalidObservation) else None
 
     def child_journal(self, call_id: str) -> Path | None:
         """Where the child run of sub-agent call `call_id`, of the round in flight, keeps its

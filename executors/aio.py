@@ -124,7 +124,9 @@ async def run(
             on_step=on_step,
         )
         driver = Driver(session, model, runner, run_call, approve, tool_timeout, deps, rails)
-        with parenting(session, model, run):  # its sub-agents' calls run their children here
+        with parenting(
+            session, model, run, approve
+        ):  # its sub-agents' calls run their children here
             return await driver.drive()
 
 

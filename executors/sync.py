@@ -82,7 +82,9 @@ def run(
         )
         on_delta = session.on_delta if takes(model.complete, "on_delta") else None
         queue = session.start()
-        with parenting(session, model, run):  # its sub-agents' calls run their children here
+        with parenting(
+            session, model, run, approve
+        ):  # its sub-agents' calls run their children here
             while (command := session.next(queue, approve is not None)) is not None:
                 match command:
                     case CallModel():

@@ -161,6 +161,7 @@ EXPORTS = {
         "Agent",
         "ApprovalNeeded",
         "AsyncModelClient",
+        "ChildApproval",
         "CorruptJournal",
         "Divergence",
         "Edit",

@@ -62,6 +62,36 @@ def execute(kind: str, folder: Path, spec: LoopSpec = PARENT, **options: Any) ->
     return run_async(lambda: aio.run(spec, "go", **given), backend=backend)
 
 
+@tool(needs_approval=True)
+def publish(text: str, context: ToolContext[str]) -> str:
+    """Publish `text`, once a person approves (once: it is not replay-safe)."""
+    with open(context.deps, "a") as side:
+        side.write(f"published:{text}\n")
+    return f"published {text}"
+
+
+careful = as_tool(
+    CHILD, name="research", description="Research, then publish.", tools=[note, publish]
+)
+
+
+def careful_reply(request: ModelRequest) -> ModelResponse:
+    """The parent's replies as in `reply`; each child notes its prompt, publishes it (which a
+    person approves), then answers."""
+    results = [r for m in request.messages if type(m) is ToolResults for r in m.results]
+    if request.system == "parent" or len(results) != 1:
+        return reply(request)
+    asked = request.messages[0].content
+    return ModelResponse([ToolCall("p1", "publish", {"text": asked})], ModelStop.tool_use,
+                         Usage(300, 30))  # fmt: skip
+
+
+def execute_careful(kind: str, folder: Path, **options: Any) -> Run:
+    """Run (or resume) the parent of `careful` children in `folder` under `kind`."""
+    given = {"tools": [careful], "deps": str(folder / "side"), **options}
+    return execute(kind, folder, model=ScriptedModel(careful_reply), **given)
+
+
 def main(kind: str, folder: str, kill_at: str) -> None:
     """Run the parent, journaled, and kill this process after the children's record `kill_at`."""
     at, parent, written = int(kill_at), Path(folder) / "run.journal", [0]

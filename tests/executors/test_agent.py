@@ -16,18 +16,24 @@ import anyio
 import msgspec
 import pytest
 from turnstile.core import (
+    Approved,
+    AwaitApproval,
     Guards,
+    InvalidObservation,
     InvalidSpec,
     LoopSpec,
     ModelRequest,
     Price,
     StopReason,
     ToolContext,
+    ToolReturned,
     tool,
 )
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
 from turnstile.executors import (
     Agent,
+    ChildApproval,
+    Edit,
     Journal,
     ScriptedModel,
     Toolbox,
@@ -47,9 +53,13 @@ from tests.executors.subagent_world import (
     CHILD,
     KINDS,
     PARENT,
+    careful,
+    careful_reply,
     execute,
+    execute_careful,
     model,
     note,
+    publish,
     research,
 )
 from tests.executors.subagent_world import (
@@ -416,3 +426,181 @@ def test_a_sub_agent_takes_its_input_type_and_answers_with_its_typed_output() ->
     assert (result.content, result.is_error) == ('{"topic":"caching","pages":3}', False)
     with pytest.raises(TypeError, match="model and tools"):
         as_tool(Agent(CHILD, model=model()), name="r", description="R.", tools=[note])
+
+
+# -- a sub-agent's approvals -------------------------------------------------------------------
+
+
+def _published(folder: Path) -> list[str]:
+    side = folder / "side"
+    return [w for w in side.read_text().split() if w.startswith("published:")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_child_s_approvals_go_to_the_parent_s_approver_saying_which_sub_agent_asks(
+    kind: str, tmp_path: Path
+) -> None:
+    asked: list[AwaitApproval] = []
+
+    def approve(request: AwaitApproval) -> bool:
+        asked.append(request)
+        return True
+
+    run = execute_careful(kind, tmp_path, journal=tmp_path / "run.journal", approve=approve)
+    assert run.stop_reason is StopReason.completed and not run.waiting
+    assert run.output == "found: x: noted x / y: noted y"
+    assert _counts(tmp_path) == {"x": 1, "y": 1}
+    assert sorted(_published(tmp_path)) == ["published:x", "published:y"]
+    assert all(type(r) is ChildApproval for r in asked)
+    requests = sorted(asked, key=lambda r: r.parent_call)  # type: ignore[attr-defined]
+    assert [(r.id, r.name, r.arguments) for r in requests] == [
+        ("p1", "publish", {"text": "x"}),
+        ("p1", "publish", {"text": "y"}),
+    ]
+    assert [(r.agent, r.parent_call, r.via) for r in requests] == [  # type: ignore[attr-defined]
+        ("research", "a1", (("research", "a1"),)),
+        ("research", "a2", (("research", "a2"),)),
+    ]
+    assert requests[0].tool == publish.spec  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_parent_approver_answers_its_children(backend: Any, tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def approve(request: ChildApproval) -> bool | str:
+        await anyio.sleep(0)
+        asked.append(request.parent_call)
+        return request.parent_call == "a1" or "not y"
+
+    run = execute_careful(backend, tmp_path, approve=approve)
+    assert run.stop_reason is StopReason.completed and sorted(asked) == ["a1", "a2"]
+    assert _published(tmp_path) == ["published:x"]  # y's publishing was denied
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_parent_s_approver_edits_a_child_s_call(kind: str, tmp_path: Path) -> None:
+    def approve(request: AwaitApproval) -> Edit:
+        return Edit({"text": request.arguments["text"] + "!"})
+
+    run = execute_careful(kind, tmp_path, journal=tmp_path / "run.journal", approve=approve)
+    assert run.stop_reason is StopReason.completed
+    assert sorted(_published(tmp_path)) == ["published:x!", "published:y!"]
+    approved = [e for e in Journal.read(tmp_path / "run.1-a1.journal") if type(e) is Approved]
+    assert [e.arguments for e in approved] == [{"text": "x!"}]
+
+
+def test_an_invalid_edit_of_a_child_s_call_is_refused_and_the_parent_resumes(
+    tmp_path: Path,
+) -> None:
+    """The parent's run raises the loop's refusal, as for a call of its own; resumed, its
+    sub-agent's call asks again, and nothing ran twice."""
+    journal = tmp_path / "run.journal"
+    with pytest.raises(InvalidObservation, match="publish"):
+        execute_careful("sync", tmp_path, journal=journal, approve=lambda r: Edit({"text": 7}))
+    run = execute_careful("sync", tmp_path, journal=journal, approve=lambda r: True)
+    assert run.stop_reason is StopReason.completed
+    assert _counts(tmp_path) == {"x": 1, "y": 1}
+    assert sorted(_published(tmp_path)) == ["published:x", "published:y"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_parent_without_an_approver_stops_with_its_children_s_requests_then_resumes_them(
+    kind: str, tmp_path: Path
+) -> None:
+    """The parent stops with its sub-agent calls open and the children's requests in
+    `Run.waiting`; resumed from its journal in a fresh session, with an approver, each child
+    goes on from where it waited: no child tool runs twice, and the costs add up as in a run
+    that never stopped."""
+    (tmp_path / "whole").mkdir()
+    whole = execute_careful(kind, tmp_path / "whole", approve=lambda r: True)
+    journal = tmp_path / "run.journal"
+    paused = execute_careful(kind, tmp_path, journal=journal)
+    assert paused.finish is None
+    waiting = sorted(paused.waiting, key=lambda r: r.parent_call)  # type: ignore[attr-defined]
+    assert all(type(r) is ChildApproval for r in waiting)
+    assert [(r.id, r.name, r.via) for r in waiting] == [  # type: ignore[attr-defined]
+        ("p1", "publish", (("research", "a1"),)),
+        ("p1", "publish", (("research", "a2"),)),
+    ]
+    assert _counts(tmp_path) == {"x": 1, "y": 1} and not _published(tmp_path)
+    events = Journal.read(journal)
+    assert not [e for e in events if type(e) is ToolReturned]  # the calls are left open
+    again = execute_careful(kind, tmp_path, journal=journal)  # still no one to ask
+    assert again.finish is None and len(again.waiting) == 2
+    run = execute_careful(kind, tmp_path, journal=journal, approve=lambda r: True)
+    assert run.stop_reason is StopReason.completed, run
+    assert run.output == whole.output
+    assert _counts(tmp_path) == {"x": 1, "y": 1}
+    assert sorted(_published(tmp_path)) == ["published:x", "published:y"]
+    assert run.cost == pytest.approx(whole.cost) and run.usage == whole.usage
+
+
+def test_a_parent_without_an_approver_or_a_journal_gets_an_error_result_naming_the_wait(
+    tmp_path: Path,
+) -> None:
+    """Without a journal a stopped child could not go on where it waited (it would run its
+    tools again): its call gets an error result, as before."""
+    run = execute_careful("sync", tmp_path)
+    assert run.stop_reason is StopReason.completed
+    results = [r for m in run.messages if type(m) is ToolResults for r in m.results]
+    assert all(r.is_error and "waits for approval of publish" in str(r.content) for r in results)
+
+
+def test_a_grandchild_s_request_names_every_sub_agent_call_it_came_through(
+    tmp_path: Path,
+) -> None:
+    """A child that is itself a parent passes its children's requests on up, this call in
+    front, whether the top run answers them at once or stops and is resumed."""
+    middle = as_tool(LoopSpec(system="middle"), name="delegate", description="D.", tools=[careful])
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        results = [r for m in request.messages if type(m) is ToolResults for r in m.results]
+        if request.system == "parent":
+            if not results:
+                return ModelResponse(
+                    [ToolCall("a1", "delegate", {"prompt": "x"})], ModelStop.tool_use
+                )
+            return ModelResponse([Text(f"done: {results[0].content}")], ModelStop.end_turn)
+        if request.system == "middle":
+            if not results:
+                call = ToolCall("b1", "research", {"prompt": request.messages[0].content})
+                return ModelResponse([call], ModelStop.tool_use)
+            return ModelResponse([Text(str(results[0].content))], ModelStop.end_turn)
+        return careful_reply(request)
+
+    def run(**options: Any) -> Any:
+        side, journal = str(tmp_path / "side"), tmp_path / "run.journal"
+        return sync.run(PARENT, "go", model=ScriptedModel(reply), tools=[middle], deps=side,
+                        journal=journal, **options)  # fmt: skip
+
+    paused = run()
+    assert paused.finish is None
+    [request] = paused.waiting
+    assert type(request) is ChildApproval and request.tool == publish.spec
+    assert request.via == (("delegate", "a1"), ("research", "b1")) and request.agent == "research"
+    asked: list[ChildApproval] = []
+    done = run(approve=lambda r: asked.append(r) or True)
+    assert done.output == "done: x: noted x" and [r.via for r in asked] == [request.via]
+    assert _counts(tmp_path) == {"x": 1, "y": 0} and _published(tmp_path) == ["published:x"]
+
+
+def test_the_terminal_asks_about_a_child_s_call_naming_its_sub_agent_and_checks_an_edit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from turnstile.core import Loop
+    from turnstile.executors._console import Display, Mirror
+
+    typed = iter(["edit", '{"text": 7}', '{"text": "z"}'])
+    questions: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: questions.append(q) or next(typed))
+    out = io.StringIO()
+    display = Display(Mirror(Loop(PARENT)), priced=False, out=out, err=out, live=False)
+    request = ChildApproval(
+        "p1", "publish", {"text": "x"}, via=(("research", "a1"),), tool=publish.spec
+    )
+    assert display.ask(request) == Edit({"text": "z"})
+    assert questions[0].startswith('  ? sub-agent research (call a1) asks: run publish {"text"')
+    assert "text: expected string" in out.getvalue()

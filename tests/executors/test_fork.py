@@ -10,8 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 from turnstile.core import (
+    Approved,
     Cancelled,
     Guards,
+    InvalidObservation,
     Loop,
     LoopSpec,
     ModelRequest,
@@ -23,6 +25,7 @@ from turnstile.core import (
 )
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
 from turnstile.executors import (
+    Edit,
     Journal,
     ParentChanged,
     Run,
@@ -332,8 +335,8 @@ def test_a_fork_of_a_fork_serves_from_the_fork(tmp_path: Path) -> None:
     assert again.state.events == run.state.events
 
 
-def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> None:
-    deleted: list[str] = []
+def _deleting(deleted: list[str], journal: Path | None = None) -> tuple[Run, Any]:
+    """A run whose call d1 of a tool that needs approval was approved, and the tool."""
 
     @tool(needs_approval=True)
     def delete(path: str) -> str:
@@ -343,15 +346,17 @@ def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> Non
 
     reply = ModelResponse([ToolCall("d1", "delete", {"path": "/tmp/x"})], ModelStop.tool_use)
     done = ModelResponse([Text("done")], ModelStop.end_turn)
-    run = sync.run(
-        LoopSpec(),
-        "clean up",
-        model=ScriptedModel([reply, done]),
-        tools=[delete],
-        approve=lambda call: True,
-        clock=lambda: 0.0,
-    )
+    model = ScriptedModel([reply, done])
+    run = sync.run(LoopSpec(), "clean up", model=model, tools=[delete], journal=journal,
+                   approve=lambda call: True, clock=lambda: 0.0)  # fmt: skip
     deleted.clear()
+    return run, delete
+
+
+def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> None:
+    deleted: list[str] = []
+    run, delete = _deleting(deleted)
+    done = ModelResponse([Text("done")], ModelStop.end_turn)
     served = fork(run.loop, 1)
     again = sync.run(
         LoopSpec(), loop=served, model=Untouchable(), tools=[delete], clock=lambda: 0.0
@@ -362,6 +367,38 @@ def test_an_approvals_recorded_answer_is_served_and_a_changed_one_given() -> Non
     again = sync.run(LoopSpec(), loop=denied, model=model, tools=[delete], clock=lambda: 0.0)
     assert deleted == [] and len(model.requests) == 1
     assert "not that one" in again.state.messages[-2].results[0].content  # type: ignore[union-attr]
+
+
+def test_an_edited_answer_at_the_fork_point_runs_the_call_with_its_arguments(
+    tmp_path: Path,
+) -> None:
+    deleted: list[str] = []
+    run, delete = _deleting(deleted, tmp_path / "run.journal")
+    done = ModelResponse([Text("done")], ModelStop.end_turn)
+    edited = fork(run.loop, approvals={"d1": Edit({"path": "/tmp/y"})})
+    again = sync.run(LoopSpec(), loop=edited, model=ScriptedModel([done]), tools=[delete])
+    assert deleted == ["/tmp/y"] and again.stop_reason == "completed"
+    [approved] = [e for e in again.state.events if type(e) is Approved]
+    assert approved.arguments == {"path": "/tmp/y"}
+    fork(tmp_path / "run.journal", approvals={"d1": Edit({"path": "/tmp/z"})},
+         journal=tmp_path / "fork.journal")  # fmt: skip
+    again = sync.run(LoopSpec(), journal=tmp_path / "fork.journal", model=ScriptedModel([done]),
+                     tools=[delete])  # fmt: skip
+    assert deleted == ["/tmp/y", "/tmp/z"] and again.stop_reason == "completed"
+
+
+def test_an_edited_answer_that_does_not_fit_the_tool_s_schema_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    deleted: list[str] = []
+    run, _ = _deleting(deleted, tmp_path / "run.journal")
+    bad = {"d1": Edit({"path": 7})}
+    with pytest.raises(InvalidObservation, match=r"delete \(d1\) do not fit") as refused:
+        fork(run.loop, approvals=bad)
+    assert refused.value.path == "arguments.path"
+    with pytest.raises(InvalidObservation, match="expected string"):
+        fork(tmp_path / "run.journal", approvals=bad, journal=tmp_path / "fork.journal")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.journal"]
 
 
 def test_a_change_fork_does_not_know_is_a_type_error() -> None:
