@@ -12,7 +12,15 @@ comes back as the call's result (`answered`), with what it spent, as under `sync
 
 from __future__ import annotations
 
-__all__ = ["Child", "child_run", "children_in", "finished_run", "run_child", "sub_agents"]
+__all__ = [
+    "Child",
+    "child_run",
+    "children_in",
+    "finished_run",
+    "run_child",
+    "running_in",
+    "sub_agents",
+]
 
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -162,3 +170,30 @@ def children_in(history: WorkflowHistory) -> dict[str, Run]:
             loop = Loop.load(typed(specs[done.initiated_event_id]), done.result.payloads[0].data)
             runs[at_call.partition("-")[2]] = finished_run(loop)
     return runs
+
+
+_CLOSED = (
+    "child_workflow_execution_completed_event_attributes",
+    "child_workflow_execution_failed_event_attributes",
+    "child_workflow_execution_canceled_event_attributes",
+    "child_workflow_execution_terminated_event_attributes",
+    "child_workflow_execution_timed_out_event_attributes",
+    "start_child_workflow_execution_failed_event_attributes",
+)
+
+
+def running_in(history: WorkflowHistory) -> dict[str, tuple[str, LoopSpec]]:
+    """The child runs a parent's `history` started and that have not ended, by call id: each
+    one's workflow id, and its spec from the input the parent started it with."""
+    started: dict[int, tuple[str, str, LoopSpec]] = {}
+    prefix = f"{history.workflow_id}/"
+    for event in history.events:
+        kind = event.WhichOneof("attributes")
+        if kind == "start_child_workflow_execution_initiated_event_attributes":
+            given = event.start_child_workflow_execution_initiated_event_attributes
+            call_id = given.workflow_id.removeprefix(prefix).partition("-")[2]
+            spec = typed(decode_input(given.input.payloads[0].data).spec)
+            started[event.event_id] = (call_id, given.workflow_id, spec)
+        elif kind in _CLOSED:
+            started.pop(getattr(event, kind).initiated_event_id, None)
+    return {call_id: (workflow_id, spec) for call_id, workflow_id, spec in started.values()}

@@ -27,18 +27,19 @@ from turnstile.core import (
     Loop,
     LoopSpec,
     ProtocolError,
+    RunTool,
     Started,
     ToolReturned,
 )
 from turnstile.core.messages import Message
-from turnstile.executors._agent import Agent, agent_guardrails, unpacked
+from turnstile.executors._agent import Agent, ChildApproval, agent_guardrails, unpacked
 from turnstile.executors._events import ModelCallStarted, Narrator, Update
 from turnstile.executors._run import Run
 from turnstile.executors._served import Fork
 from turnstile.executors._session import check_prompt
 from turnstile.executors._toolbox import as_runner
 
-from ._children import children_in, finished_run
+from ._children import children_in, finished_run, running_in
 from ._wire import DEFAULT_OPTIONS, TASK_QUEUE, WORKFLOW, Input, Options, encode, shippable
 
 FOLLOW_S = 0.2
@@ -93,9 +94,12 @@ class LoopHandle:
         loop: Loop | None = None,
         on_event: Callable[[Event], None] | None = None,
         on_update: Callable[[Update], object] | None = None,
+        client: Client | None = None,
     ) -> None:
         self.workflow = workflow
         self.spec = spec
+        self.client = client
+        """The client its sub-agents' child workflows are reached with (`start` gives it)."""
         self._follower = None
         if on_event is not None or on_update is not None:
             mirror = Loop(spec) if loop is None else Loop.load(spec, loop.dump())
@@ -150,23 +154,48 @@ class LoopHandle:
         return Loop.load(self.spec, data) if data else None
 
     async def waiting(self) -> list[AwaitApproval]:
-        """The calls awaiting a human's approval now."""
+        """The calls awaiting a human's approval now: the run's own, then those its sub-agents'
+        child runs wait on, as `ChildApproval`s naming the calls they came through (as under
+        `sync`; found with `client`, which `start` gives)."""
         loop = await self.loop()
         commands = [] if loop is None else loop.outstanding_commands()
-        return [c for c in commands if type(c) is AwaitApproval]
+        found = [c for c in commands if type(c) is AwaitApproval]
+        running = {c.id: c.name for c in commands if type(c) is RunTool}
+        for call_id, child in (await self._children(running)).items():
+            via = (running[call_id], call_id)
+            found += [_came_through(request, via, child) for request in await child.waiting()]
+        return found
+
+    async def _children(self, running: Mapping[str, str]) -> dict[str, LoopHandle]:
+        """The handles of the child runs of `running` calls, by call id (none without a
+        client, or when no call runs)."""
+        if self.client is None or not running:
+            return {}
+        history = await self.workflow.fetch_history()
+        return {
+            call_id: LoopHandle(self.client.get_workflow_handle(id), spec, client=self.client)
+            for call_id, (id, spec) in running_in(history).items()
+            if call_id in running
+        }
 
     async def answer(
         self,
-        call_id: str,
+        call_id: str | AwaitApproval,
         decision: bool | str | None = None,
         *,
         edit: Mapping[str, Any] | None = None,
     ) -> None:
-        """Approve (True) or deny (False, or a reason) the call `call_id`, or approve it with
-        `edit`, arguments in place of the model's; returns once the workflow took the answer.
-        Raises `ProtocolError`, saying why, when the run awaits no approval of that call (the
-        loop's error for an answer it cannot take), and its `InvalidObservation` for an edit
-        that does not fit the tool's schema: the run still waits on the call."""
+        """Approve (True) or deny (False, or a reason) the call `call_id` (or the request
+        `waiting` gave, a sub-agent's child's too), or approve it with `edit`, arguments in
+        place of the model's; returns once the workflow took the answer. An id the run's own
+        calls do not await goes to the sub-agents' child run that awaits it. Raises
+        `ProtocolError`, saying why, when no run awaits an approval of that call (the loop's
+        error for an answer it cannot take), and its `InvalidObservation` for an edit that does
+        not fit the tool's schema: the run still waits on the call."""
+        if isinstance(call_id, AwaitApproval):
+            call_id = call_id.id
+        if (child := await self._holding(call_id)) is not None:
+            return await child.answer(call_id, decision, edit=edit)
         if edit is None and decision is None:
             raise TypeError("answer() needs a decision (True, False or a reason) or an edit")
         if edit is not None and decision not in (None, True):
@@ -182,6 +211,27 @@ class LoopHandle:
             why = getattr(cause, "message", None) or str(cause or e)
             refused = getattr(cause, "type", None) == InvalidObservation.__name__
             raise (InvalidObservation if refused else ProtocolError)(why) from e
+
+    async def _holding(self, call_id: str) -> LoopHandle | None:
+        """The sub-agents' child run awaiting approval of `call_id`, when the run's own calls
+        do not (None: the run's own, or none)."""
+        loop = await self.loop()
+        commands = [] if loop is None else loop.outstanding_commands()
+        if any(type(c) is AwaitApproval and c.id == call_id for c in commands):
+            return None
+        running = {c.id: c.name for c in commands if type(c) is RunTool}
+        for child in (await self._children(running)).values():
+            if any(request.id == call_id for request in await child.waiting()):
+                return child
+        return None
+
+
+def _came_through(request: AwaitApproval, via: tuple[str, str], child: LoopHandle) -> ChildApproval:
+    """A child run's request as its parent shows it: `via` the parent's sub-agent call first."""
+    if isinstance(request, ChildApproval):
+        return msgspec.structs.replace(request, via=(via, *request.via))
+    tool = next((t for t in child.spec.tools if t.name == request.name), None)
+    return ChildApproval(request.id, request.name, request.arguments, via=(via,), tool=tool)
 
 
 async def start(
@@ -242,7 +292,9 @@ async def start(
         task_queue=task_queue,
         **start_options,
     )
-    return LoopHandle(handle, spec, loop=loop, on_event=on_event, on_update=on_update)
+    return LoopHandle(
+        handle, spec, loop=loop, on_event=on_event, on_update=on_update, client=client
+    )
 
 
 async def run(

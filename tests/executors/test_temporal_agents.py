@@ -20,11 +20,20 @@ import pytest
 pytest.importorskip("temporalio", reason="needs temporalio: pip install 'turnstile[temporal]'")
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
-from turnstile.core import Loop, LoopSpec, ModelReplied, ModelRequest, StopReason, ToolStarted, tool
+from turnstile.core import (
+    InvalidObservation,
+    Loop,
+    LoopSpec,
+    ModelReplied,
+    ModelRequest,
+    StopReason,
+    ToolStarted,
+    tool,
+)
 from turnstile.core.guardrails import FinalAnswer, guardrail
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults
 from turnstile.core.state import INTERRUPTED
-from turnstile.executors import Agent, Run, ScriptedModel, as_tool, sync
+from turnstile.executors import Agent, ChildApproval, Run, ScriptedModel, as_tool, sync
 from turnstile.executors.testing import assert_history_valid
 
 from examples.temporal.agent import FAST
@@ -65,6 +74,16 @@ def scripted(request: ModelRequest) -> ModelResponse:
         if not results:
             return ModelResponse([ToolCall("g1", "guarded", {"prompt": "?"})], ModelStop.tool_use)
         return ModelResponse([Text("ok")], ModelStop.end_turn)
+    if request.system == "publisher":
+        if not results:
+            call = ToolCall("w1", "write", {"prompt": "caching"})
+            return ModelResponse([call], ModelStop.tool_use)
+        return ModelResponse([Text(f"done: {results[0].content}")], ModelStop.end_turn)
+    if request.system == "writer":
+        if not results:
+            page = {"page": request.messages[0].content}
+            return ModelResponse([ToolCall("p1", "publish", page)], ModelStop.tool_use)
+        return ModelResponse([Text(f"writer: {results[0].content}")], ModelStop.end_turn)
     if request.system == "sleepy parent":
         if not results:
             return ModelResponse([ToolCall("s1", "sleeper", {"prompt": "z"})], ModelStop.tool_use)
@@ -73,6 +92,21 @@ def scripted(request: ModelRequest) -> ModelResponse:
 
 
 SHARED = ScriptedModel(scripted)
+
+
+@tool(needs_approval=True)
+def publish(page: str) -> str:
+    """Publish a page."""
+    return f"published {page}"
+
+
+writer = as_tool(
+    LoopSpec(system="writer", models=("m",)),
+    name="write",
+    description="Write a page and publish it.",
+    tools=[publish],
+)
+PUBLISHER = LoopSpec(system="publisher", models=("m",))
 
 
 @guardrail(on="final")
@@ -100,7 +134,7 @@ def queue(env: Env, side: Path) -> Iterator[str]:
 
     async def make() -> Any:
         models = {"m": ScriptedModel(scripted), "shared": SHARED}
-        tools = [world.research, sleeper, guarded]
+        tools = [world.research, sleeper, guarded, writer]
         return temporal.worker(
             env.client, models=models, tools=tools, deps=str(side), task_queue=name
         )
@@ -292,3 +326,25 @@ def test_a_childs_own_sub_agents_run_as_its_child_workflows(env: Env, tmp_path: 
     assert run.children["t1"].output == expected.children["t1"].output
     again = env.wait(handle.result(), 60)  # the worker is gone: the server has it all
     assert {k: c.output for k, c in again.children.items()} == {"t1": expected.output[5:]}
+
+
+def test_a_child_s_approval_is_asked_through_the_parent_s_handle_and_answered_there(
+    env: Env, queue: str
+) -> None:
+    """`waiting()` shows it as a `ChildApproval` naming the sub-agent's call; `answer()` takes
+    it (or its id) to the child workflow, whose schema check refuses an edit that misfits."""
+    handle = started(env, queue, PUBLISHER)
+    deadline = time.monotonic() + 60
+    while not (waiting := env.wait(handle.waiting(), 10)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [request] = waiting
+    assert isinstance(request, ChildApproval) and request.via == (("write", "w1"),)
+    assert (request.name, request.arguments) == ("publish", {"page": "caching"})
+    assert request.tool is not None and request.tool.name == "publish"
+    with pytest.raises(InvalidObservation):
+        env.wait(handle.answer(request, edit={"page": 7}), 30)
+    env.wait(handle.answer("p1", edit={"page": "caching-v2"}), 30)
+    run = env.wait(handle.result(), 60)
+    assert run.output.startswith("done: writer: (a person approved this call")
+    assert run.output.endswith("published caching-v2")
+    assert env.wait(handle.waiting(), 10) == []
