@@ -48,13 +48,11 @@ from __future__ import annotations
 
 __all__ = ["main"]
 
-import contextlib
 import errno
 import gc
 import importlib
 import os
 import resource
-import select
 import signal
 import socket
 
@@ -69,7 +67,6 @@ from ._linux import (
     CLONE_NEWNS,
     CLONE_NEWPID,
     below,
-    children,
     enter_user_namespace,
     hold_namespaces,
     keep_only,
@@ -85,14 +82,9 @@ from ._linux import (
     unshare,
     wait_for,
 )
+from ._tree import MadeTree, supervise
 from ._view import reveal
-from ._wire import Done, Exited, Kill, Prepare, Start, Tree, frame, receive, send
-
-_CPUS = len(os.sched_getaffinity(0))
-_LOOK_S = 0.01
-"""The shortest wait between two looks at a call's CPU time: it may overrun its limit by as
-much CPU time as its processes use in that while."""
-
+from ._wire import Done, Exited, Prepare, Start, Tree, frame, receive, send
 
 _NAMESPACES = ("pid_namespace", "mount_namespace", "network_namespace", "ipc_namespace")
 _no_user_namespace = ""
@@ -208,82 +200,7 @@ def _init(
         ahead = True
 
 
-class _Tree:
-    """A tree's init (`pid`), serving its calls in turn, each in a process of its own below it,
-    made for calls of a `kind`; `up` hears from init, `down` hands a call to its process."""
-
-    def __init__(
-        self,
-        kind: Tree,
-        pid_namespace: bool,
-        serves: bool,
-        cgroup: Cgroup | None,
-        pid: int,
-        up: socket.socket,
-        down: socket.socket,
-    ) -> None:
-        self.kind = kind
-        self.pid_namespace = pid_namespace
-        self.serves = serves
-        self.cgroup = cgroup
-        self.pid = pid
-        self.pidfd = os.pidfd_open(pid)
-        self.up = up
-        self.down = down
-
-    def idle(self) -> bool:
-        """Whether init is there and has said nothing since its last call: none of its
-        processes was killed from outside while it waited for a call."""
-        return self.pidfd >= 0 and not select.select([self.pidfd, self.up.fileno()], [], [], 0)[0]
-
-    def hand(self, start: Start, fds: list[int]) -> bool:
-        """Give the call's process its call and the call's pipes (then closed here); False if
-        the tree is no longer fit for one."""
-        if not self.idle():
-            return False
-        try:
-            send(self.down, start, tuple(fds))
-        except OSError:
-            return False
-        for fd in fds:
-            os.close(fd)
-        return True
-
-    def answered(self) -> None:
-        """Tell init the call is answered: what it does next (kill the call's stopped process,
-        make the next) would otherwise take the CPU the answer needs."""
-        if self.pidfd >= 0:
-            with contextlib.suppress(OSError):  # init is gone: the tree is discarded anyway
-                self.up.send(b".")
-
-    def kill(self) -> None:
-        if self.pidfd >= 0:
-            with contextlib.suppress(ProcessLookupError):  # init has just exited on its own
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-
-    def reap(self) -> None:
-        """Wait for init to exit (with a pid namespace: for the whole tree to be gone)."""
-        if self.pidfd >= 0:
-            os.waitpid(self.pid, 0)
-            os.close(self.pidfd)
-            self.pidfd = -1
-            self.up.close()
-            self.down.close()
-
-    def close(self) -> None:
-        """Reap the tree, then remove its cgroup (after the call's `Done`: off its path)."""
-        self.reap()
-        if self.cgroup is not None:
-            self.cgroup.remove()
-            self.cgroup = None
-
-    def discard(self) -> None:
-        """Kill and close a tree."""
-        self.kill()
-        self.close()
-
-
-def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool) -> _Tree:
+def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool) -> MadeTree:
     """Fork a call's init (into a new pid namespace if wanted), which closes every descriptor
     of the launcher's; a tree made `ahead` of its call readies itself while it waits."""
     seccomp.adopt(kind.limits.network, kind.filters)  # trees inherit them
@@ -320,78 +237,10 @@ def _make(kind: Tree, own: dict[str, Layer], own_pid_namespace: int, ahead: bool
         setns(own_pid_namespace, CLONE_NEWPID)
     init_up.close()
     init_down.close()
-    return _Tree(kind, in_namespace, serves, cgroup, pid, up, down)
+    return MadeTree(kind, in_namespace, serves, cgroup, pid, up, down)
 
 
-def _sweep() -> bool:
-    """Kill and reap every remaining child (orphans re-parented to this subreaper); True if
-    any was still running."""
-    found = False
-    while still_running():
-        found = True
-        for pid in children():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-    return found
-
-
-def _cpu_wait(tree: _Tree) -> float | None:
-    """Milliseconds until the call could first reach its CPU limit (its processes use at most
-    every CPU at once): 0 once it has, None if it has no cgroup to tell."""
-    if tree.cgroup is None:
-        return None
-    left = tree.kind.limits.cpu_s - tree.cgroup.cpu_s()
-    return 0 if left <= 0 else max(left / _CPUS, _LOOK_S) * 1000
-
-
-def _supervise(sock: socket.socket, tree: _Tree) -> tuple[Done, bool]:
-    """Wait for init to say the call's processes are all gone (without a pid namespace, for
-    init to exit), killing the tree on `Kill`, if the host goes away, or at the call's CPU
-    limit. Returns the `Done` to send and whether the host is gone."""
-    poller = select.poll()
-    for fd in (tree.pidfd, sock.fileno(), tree.up.fileno()):
-        poller.register(fd, select.POLLIN)
-    killed = gone = exited = heard = False
-    ended: Exited | None = None
-    limit = None
-    while not (exited or (heard and tree.serves)):
-        wait = None if limit is not None else _cpu_wait(tree)
-        if wait == 0:
-            tree.kill()
-            limit, wait = "cpu", None
-        ready = {fd for fd, _ in poller.poll(wait)}
-        exited = tree.pidfd in ready
-        if tree.up.fileno() in ready or (exited and not heard):
-            got = receive(tree.up)
-            poller.unregister(tree.up)
-            heard = True
-            ended = got[0] if got is not None and isinstance(got[0], Exited) else None
-        if sock.fileno() in ready:
-            got = receive(sock)
-            for fd in [] if got is None else got[1]:
-                os.close(fd)
-            if got is None or isinstance(got[0], Kill):
-                tree.kill()
-                killed, gone = True, got is None
-                poller.unregister(sock)
-    clean = ended is not None and ended.wait_status == 0  # its result stands, if it wrote one
-    if limit is None and not clean and tree.cgroup is not None and tree.cgroup.oom_killed():
-        limit = "memory"
-    if exited or not tree.serves:
-        tree.reap()  # (without a pid namespace, what init left comes back here: swept)
-    swept = exited and not tree.pid_namespace and _sweep()
-    strays = swept or (ended is not None and ended.strays)
-    wait_status = None if ended is None else ended.wait_status
-    return Done(killed, strays, wait_status, limit), gone
-
-
-class _Trees:
+class MadeTrees:
     """Makes the launcher's trees: one as a call comes or, once told to `prepare`, one ahead
     of its first call, kept while its calls end cleanly. Only a tree with a pid namespace is
     kept: after a call without one the launcher sweeps up every child it has, then makes the
@@ -402,10 +251,10 @@ class _Trees:
         self._own = _own_layers()
         self._own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         self._ahead: Tree | None = None
-        self._ready: _Tree | None = None
+        self._ready: MadeTree | None = None
         self._in_user_namespace = False
 
-    def _make(self, kind: Tree, ahead: bool) -> _Tree:
+    def _make(self, kind: Tree, ahead: bool) -> MadeTree:
         if os.geteuid() != 0 and any(name in kind.layers for name in _NAMESPACES):
             self._enter_user_namespace()
         return _make(kind, self._own, self._own_pid_namespace, ahead)
@@ -445,7 +294,7 @@ class _Trees:
         self._ahead = message.tree
         self._refill()
 
-    def start(self, start: Start, fds: list[int]) -> _Tree:
+    def start(self, start: Start, fds: list[int]) -> MadeTree:
         """Hand the call to the ready tree if it was made for calls like it, else to a new
         one."""
         tree, self._ready = self._ready, None
@@ -459,7 +308,7 @@ class _Trees:
             tree.cgroup.begin()
         return tree
 
-    def after(self, tree: _Tree, done: Done) -> None:
+    def after(self, tree: MadeTree, done: Done) -> None:
         """Once a call is done: keep its tree for the next call if it serves calls in turn
         and this one ended cleanly (its process exited with 0, leaving none running), else
         close it and make the next."""
@@ -487,7 +336,7 @@ def _load_core() -> None:
 def main(sock_fd: int) -> None:
     """Serve calls from the host until it hangs up (or dies: the socket tells either way)."""
     sock = socket.socket(fileno=sock_fd)
-    trees = _Trees()
+    trees = MadeTrees()
     while (got := receive(sock)) is not None:
         message, fds = got
         if isinstance(message, Prepare):
@@ -497,7 +346,7 @@ def main(sock_fd: int) -> None:
                 os.close(fd)
             continue
         tree = trees.start(message, fds)
-        done, gone = _supervise(sock, tree)
+        done, gone = supervise(sock, tree)
         if gone:
             tree.discard()
             break
