@@ -185,7 +185,8 @@ class Driver:
         own: the common turn costs no task. It is awaited in a cancel scope that lasts until
         the alarm's `Tick` makes such work stale (the loop moved on without its result) and
         cancels it; then the loop goes on in a new scope. Done when nothing is left to wait
-        for but approvals, or the run was called off."""
+        for but approvals, or the run was called off. An edit the loop refuses is raised once
+        the rest in flight (a sibling sub-agent's child run, say) is done, not cancelled."""
         tasks, inbox, launch, session, step = (
             self.tasks,
             self.inbox,
@@ -193,6 +194,7 @@ class Driver:
             self.session,
             self.step,
         )
+        held: InvalidObservation | None = None  # a refused edit, while other work is in flight
         try:
             async with self.group as group:
                 try:
@@ -220,6 +222,8 @@ class Driver:
                                     tasks[key] = group.start(self.task, key, work)
                                 launch.clear()
                                 if not tasks:
+                                    if held is not None:
+                                        raise held
                                     done = True
                                     break
                                 got = await inbox.get()
@@ -230,7 +234,12 @@ class Driver:
                                         done = True
                                         break
                                     del tasks[got[0]]
-                                    step(got[1])
+                                    try:
+                                        step(got[1])
+                                    except InvalidObservation as e:
+                                        if not tasks:
+                                            raise
+                                        held = e  # raised once the rest in flight is done
                         self.inline_key = None
                         if self.failed is not None:
                             raise self.failed

@@ -504,6 +504,30 @@ def test_an_invalid_edit_of_a_child_s_call_is_refused_and_the_parent_resumes(
     assert sorted(_published(tmp_path)) == ["published:x", "published:y"]
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_refused_edit_of_one_child_s_call_lets_its_sibling_child_finish(
+    backend: str, tmp_path: Path
+) -> None:
+    """Under aio the refusal is raised once the rest in flight is done: the other sub-agent's
+    child, still waiting on its approver, finishes rather than being cancelled, so the resumed
+    parent takes its answer and nothing runs twice."""
+
+    async def approve(request: AwaitApproval) -> bool | Edit:
+        if request.parent_call == "a1":  # type: ignore[attr-defined]
+            return Edit({"text": 7})
+        await anyio.sleep(0.3)
+        return True
+
+    journal = tmp_path / "run.journal"
+    with pytest.raises(InvalidObservation, match="publish"):
+        execute_careful(backend, tmp_path, journal=journal, approve=approve)
+    assert _published(tmp_path) == ["published:y"]
+    run = execute_careful(backend, tmp_path, journal=journal, approve=lambda r: True)
+    assert run.output == "found: x: noted x / y: noted y"
+    assert _counts(tmp_path) == {"x": 1, "y": 1}
+    assert sorted(_published(tmp_path)) == ["published:x", "published:y"]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_parent_without_an_approver_stops_with_its_children_s_requests_then_resumes_them(
     kind: str, tmp_path: Path
