@@ -27,6 +27,7 @@ from turnstile.core import (
     ModelReplied,
     Started,
     ToolOutcome,
+    ToolSpec,
 )
 from turnstile.core.messages import Message, ResultPart, ToolCall, UserMessage
 
@@ -55,6 +56,12 @@ def _change(given: Changes) -> Change:
         raise TypeError(f"fork() got unexpected keyword arguments: {', '.join(unknown)}")
     prompt, policy = given.get("prompt"), given.get("policy", "recorded")
     results = given.get("results") or {}
+    for call_id, answer in (given.get("approvals") or {}).items():
+        if not isinstance(answer, bool | str | Edit):
+            raise TypeError(
+                f"approvals[{call_id!r}] is True, False, a reason (str) or an Edit, "
+                f"not {type(answer).__name__}"
+            )
     return Change(
         prompt=prompt if prompt is None or isinstance(prompt, str) else list(prompt),
         model=given.get("model"),
@@ -136,26 +143,32 @@ def fork(
 
 def _check_edits(change: Change, source: Source, spec: LoopSpec | None) -> None:
     """Each `Edit` among the answers fits its call's tool's schema (the spec's tools, else
-    those the run's start recorded), else `InvalidObservation`, as the loop refuses it."""
+    those the run's last start before the call recorded), else `InvalidObservation`, as the
+    loop refuses it."""
     edits = {k: v.arguments for k, v in change.approvals.items() if type(v) is Edit}
-    tools = {t.name: t for t in (spec.tools if spec is not None else ())}
-    names: dict[str, str] = {}
+    given = {t.name: t for t in spec.tools} if spec is not None and spec.tools else None
+    recorded: dict[str, ToolSpec] = {}
+    calls: dict[str, tuple[str, dict[str, ToolSpec]]] = {}  # by id: its tool's name, the tools
     i = 0
     while edits and source.has(i):  # the events are decoded only for an edit
         kind = source.kind(i)
         if kind in ("started", "model_replied"):
             event = source.event(i)
-            if type(event) is Started and not tools:
-                tools = {t.name: t for t in event.tools}
+            if type(event) is Started:
+                recorded = {t.name: t for t in event.tools}
             elif type(event) is ModelReplied:
-                calls = [p for p in event.response.content if type(p) is ToolCall]
-                names.update((p.id, p.name) for p in calls if p.id in edits)
+                made = [p for p in event.response.content if type(p) is ToolCall]
+                calls.update((p.id, (p.name, recorded)) for p in made if p.id in edits)
         i += 1
     for call_id, arguments in edits.items():
-        name = names.get(call_id, "")
-        tool = tools.get(name)
+        name, tools = calls.get(call_id, ("", {}))
+        tool = (tools if given is None else given).get(name)
         if tool is None:
-            raise ValueError(f"no tool of call {call_id!r} known to check its edit: give spec=")
+            raise ValueError(
+                f"the spec given has no tool {name!r} to check the edit of call {call_id!r}"
+                if given is not None
+                else f"no tool of call {call_id!r} known to check its edit: give spec="
+            )
         problem = tool.arguments_problem(arguments)
         if problem is not None:
             where, _, what = problem.partition(": ")

@@ -21,6 +21,7 @@ from turnstile.core import (
     Started,
     ToolOutcome,
     ToolReturned,
+    ToolSpec,
     tool,
 )
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, Usage
@@ -399,6 +400,25 @@ def test_an_edited_answer_that_does_not_fit_the_tool_s_schema_is_refused_before_
     with pytest.raises(InvalidObservation, match="expected string"):
         fork(tmp_path / "run.journal", approvals=bad, journal=tmp_path / "fork.journal")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.journal"]
+
+
+def test_an_answer_that_is_no_decision_is_a_type_error_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """Arguments given bare (as Temporal's `answer(edit=)` takes them) are no `Edit`."""
+    _deleting([], tmp_path / "run.journal")
+    with pytest.raises(TypeError, match=r"approvals\['d1'\] is True, False, a reason"):
+        fork(tmp_path / "run.journal", approvals={"d1": {"path": "/tmp/y"}},  # type: ignore[dict-item]
+             journal=tmp_path / "fork.journal")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.journal"]
+
+
+def test_an_edit_checked_against_a_spec_without_its_tool_says_so() -> None:
+    deleted: list[str] = []
+    run, _ = _deleting(deleted)
+    with pytest.raises(ValueError, match="the spec given has no tool 'delete'"):
+        other = LoopSpec(tools=(ToolSpec("add"),))
+        fork(run.loop, approvals={"d1": Edit({"path": "/tmp/y"})}, spec=other)
 
 
 def test_a_change_fork_does_not_know_is_a_type_error() -> None:
