@@ -167,15 +167,21 @@ class LoopHandle:
         return found
 
     async def _children(self, running: Mapping[str, str]) -> dict[str, LoopHandle]:
-        """The handles of the child runs of `running` calls, by call id (none without a
-        client, or when no call runs)."""
-        if self.client is None or not running:
+        """The handles of the child runs of `running` calls, by call id. Raises `TypeError`
+        for a handle made without the client that reaches them."""
+        if not running:
             return {}
         history = await self.workflow.fetch_history()
+        found = {k: v for k, v in running_in(history).items() if k in running}
+        if found and self.client is None:
+            raise TypeError(
+                "the run's sub-agents run in child workflows: make its handle with client= "
+                "(as start() does) to reach them"
+            )
         return {
             call_id: LoopHandle(self.client.get_workflow_handle(id), spec, client=self.client)
-            for call_id, (id, spec) in running_in(history).items()
-            if call_id in running
+            for call_id, (id, spec) in found.items()
+            if self.client is not None
         }
 
     async def answer(
@@ -187,19 +193,34 @@ class LoopHandle:
     ) -> None:
         """Approve (True) or deny (False, or a reason) the call `call_id` (or the request
         `waiting` gave, a sub-agent's child's too), or approve it with `edit`, arguments in
-        place of the model's; returns once the workflow took the answer. An id the run's own
-        calls do not await goes to the sub-agents' child run that awaits it. Raises
+        place of the model's; returns once the workflow took the answer. A `ChildApproval`
+        goes down the sub-agent calls it came through (`via`) to the child run that asked; an
+        id the run's own calls do not await, to the one child run that awaits it. Raises
         `ProtocolError`, saying why, when no run awaits an approval of that call (the loop's
-        error for an answer it cannot take), and its `InvalidObservation` for an edit that does
-        not fit the tool's schema: the run still waits on the call."""
-        if isinstance(call_id, AwaitApproval):
-            call_id = call_id.id
-        if (child := await self._holding(call_id)) is not None:
-            return await child.answer(call_id, decision, edit=edit)
+        error for an answer it cannot take) or several do (give the request), and its
+        `InvalidObservation` for an edit that does not fit the tool's schema: the run still
+        waits on the call."""
         if edit is None and decision is None:
             raise TypeError("answer() needs a decision (True, False or a reason) or an edit")
         if edit is not None and decision not in (None, True):
             raise ValueError(f"an edit approves the call: give it alone, not with {decision!r}")
+        via = call_id.via if isinstance(call_id, ChildApproval) else None
+        if isinstance(call_id, AwaitApproval):
+            call_id = call_id.id
+        if via is None and not await self._awaits(call_id):
+            asked = await self.waiting()
+            below = [r.via for r in asked if isinstance(r, ChildApproval) and r.id == call_id]
+            if len(below) > 1:
+                raise ProtocolError(
+                    f"{len(below)} runs await an approval of a call {call_id!r}: answer the "
+                    "request waiting() gave"
+                )
+            via = below[0] if below else None
+        if via:
+            handle = self
+            for _, through in via:
+                handle = await handle._child(through)
+            return await handle.answer(call_id, decision, edit=edit)
         reason = decision if isinstance(decision, str) else ""
         args: list[Any] = [call_id, decision is True or edit is not None, reason]
         if edit is not None:  # (three arguments otherwise: a worker from before edits takes them)
@@ -212,18 +233,21 @@ class LoopHandle:
             refused = getattr(cause, "type", None) == InvalidObservation.__name__
             raise (InvalidObservation if refused else ProtocolError)(why) from e
 
-    async def _holding(self, call_id: str) -> LoopHandle | None:
-        """The sub-agents' child run awaiting approval of `call_id`, when the run's own calls
-        do not (None: the run's own, or none)."""
+    async def _awaits(self, call_id: str) -> bool:
+        """Whether the run's own call `call_id` awaits approval."""
         loop = await self.loop()
         commands = [] if loop is None else loop.outstanding_commands()
-        if any(type(c) is AwaitApproval and c.id == call_id for c in commands):
-            return None
-        running = {c.id: c.name for c in commands if type(c) is RunTool}
-        for child in (await self._children(running)).values():
-            if any(request.id == call_id for request in await child.waiting()):
-                return child
-        return None
+        return any(type(c) is AwaitApproval and c.id == call_id for c in commands)
+
+    async def _child(self, call_id: str) -> LoopHandle:
+        """The child run of the run's sub-agent call `call_id`, running now."""
+        loop = await self.loop()
+        commands = [] if loop is None else loop.outstanding_commands()
+        running = {c.id: c.name for c in commands if type(c) is RunTool and c.id == call_id}
+        found = (await self._children(running)).get(call_id)
+        if found is None:
+            raise ProtocolError(f"the run has no sub-agent call {call_id!r} running")
+        return found
 
 
 def _came_through(request: AwaitApproval, via: tuple[str, str], child: LoopHandle) -> ChildApproval:

@@ -26,6 +26,7 @@ from turnstile.core import (
     LoopSpec,
     ModelReplied,
     ModelRequest,
+    ProtocolError,
     StopReason,
     ToolStarted,
     tool,
@@ -79,6 +80,12 @@ def scripted(request: ModelRequest) -> ModelResponse:
             call = ToolCall("w1", "write", {"prompt": "caching"})
             return ModelResponse([call], ModelStop.tool_use)
         return ModelResponse([Text(f"done: {results[0].content}")], ModelStop.end_turn)
+    if request.system == "two publishers":
+        if not results:
+            calls = [ToolCall(f"w{i}", "write", {"prompt": p}) for i, p in ((1, "A"), (2, "B"))]
+            return ModelResponse(calls, ModelStop.tool_use)
+        text = " / ".join(str(r.content) for r in results)
+        return ModelResponse([Text(text)], ModelStop.end_turn)
     if request.system == "writer":
         if not results:
             page = {"page": request.messages[0].content}
@@ -348,3 +355,31 @@ def test_a_child_s_approval_is_asked_through_the_parent_s_handle_and_answered_th
     assert run.output.startswith("done: writer: (a person approved this call")
     assert run.output.endswith("published caching-v2")
     assert env.wait(handle.waiting(), 10) == []
+
+
+def test_requests_of_two_children_with_one_call_id_are_answered_each_in_its_own_child(
+    env: Env, queue: str
+) -> None:
+    """Both children wait on a call `p1`: the request goes down its own `via`; the bare id,
+    which two runs await, is refused; a handle made without the client cannot reach them."""
+    handle = started(env, queue, LoopSpec(system="two publishers", models=("m",)))
+    deadline = time.monotonic() + 60
+    while len(waiting := env.wait(handle.waiting(), 10)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first, second = sorted(waiting, key=lambda r: r.via)  # type: ignore[attr-defined]
+    assert [(r.via, r.arguments) for r in (first, second)] == [  # type: ignore[attr-defined]
+        ((("write", "w1"),), {"page": "A"}),
+        ((("write", "w2"),), {"page": "B"}),
+    ]
+    with pytest.raises(ProtocolError, match="2 runs await an approval of a call 'p1'"):
+        env.wait(handle.answer("p1", True), 30)
+    bare = temporal.LoopHandle(handle.workflow, handle.spec)
+    with pytest.raises(TypeError, match="client="):
+        env.wait(bare.waiting(), 30)
+    env.wait(handle.answer(second, "not B"), 30)
+    [left] = env.wait(handle.waiting(), 10)
+    assert left.via == (("write", "w1"),)  # type: ignore[attr-defined]
+    env.wait(handle.answer(left, True), 30)
+    run = env.wait(handle.result(), 60)
+    assert run.output.startswith("writer: published A / writer:")
+    assert "not B" in run.output
