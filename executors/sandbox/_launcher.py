@@ -11,9 +11,8 @@ it. A tree serves a launcher's calls in turn, one process per call:
                                    IPC namespace of its own; waits for its call, confines
                                    itself, runs it), then the next call's, ...
 
-Init forks each call's process once the last call is answered and nothing of it can run any
-more (whatever it left running killed and reaped, its own process killed: that one's exit goes
-on beside the fork), so a warm call costs a hand-over to a process already made: no fork, no
+Init forks each call's process once the last call is answered and nothing of it is left
+(whatever it left running killed and reaped, its own process too), so a warm call costs a hand-over to a process already made: no fork, no
 namespace, no root to build, no process to tear down before the answer. Nothing in a tree runs
 tool code before the call's process has confined itself for its call, and nothing of a call
 runs after its answer. A tree whose call ended otherwise than cleanly (killed, at a limit, a crash,
@@ -29,9 +28,10 @@ launcher how the call ended; the launcher answers `Done` only then, never while 
 the call can still run. A call's process that ended well closes its descriptors and stops
 itself (SIGSTOP) in place of exiting: a stopped process runs no code and has no system call
 half done, so once init has seen it stop and found no other process in the namespace (its
-/proc), it kills it (a timer of the call's could send it SIGCONT; SIGKILL pending, it runs
-nothing again) and the call is answered. Its exit, which tears down its copy of init's memory
-(about a millisecond), goes on beside the answer, not before it. `Kill` from the
+/proc, looked at once it has killed it: a timer of the call's could send it SIGCONT, and with
+SIGKILL pending it runs, and forks, nothing again), the call is answered. Its exit, which tears
+down its copy of init's memory (about a millisecond), goes on beside the answer, and ends
+before the next call's process is made. `Kill` from the
 host SIGKILLs init (the kernel kills the whole namespace).
 Without pid namespaces init is a child subreaper instead: what a call leaves running comes back
 to it, and it finds and kills it all below itself through each thread's /proc `children` file
@@ -167,7 +167,6 @@ def _init(
     frame(Exited(0, False))  # a first run, so that the one after the call is quicker
     stops = serving and ("/" in covers or not pid_one)  # it can tell what a call left
     held: list[int] = []
-    dying = 0  # the last call's process, killed but maybe not yet reaped
     while True:
         gc.freeze()
         made, tell = os.pipe()
@@ -183,20 +182,20 @@ def _init(
         for fd in held:
             os.close(fd)  # the last call's namespaces go now, off its answer's way
         held = hold_namespaces(pid, made)
-        wait_status = wait_for(pid, stops, dying)
+        wait_status = wait_for(pid, stops)
         sweep = kill_the_rest if pid_one else kill_below
         stopped = os.WIFSTOPPED(wait_status)  # it ended well, and stopped itself
-        if stopped:
-            others = others_alive(pid) if pid_one else below(os.getpid()) != [pid]
-            ended = Exited(0, others and sweep())
-            if not ended.strays:  # killed before it is answered (a timer of its could wake it)
-                os.kill(pid, signal.SIGKILL)  # and its exit goes on beside the answer
+        if stopped:  # killed first: a timer of its could wake it to fork while init looks
+            os.kill(pid, signal.SIGKILL)  # (a fork under way either ends before, or fails)
+            others = others_alive(pid) if pid_one else [p for p in below(os.getpid()) if p != pid]
+            ended = Exited(0, bool(others) and sweep())
         else:
             ended = Exited(wait_status, sweep() if serving else still_running())
         send(launcher, ended)
         if not serving or not launcher.recv(1):  # the launcher has answered the call
             os._exit(0)
-        dying = pid if stopped and not ended.strays else 0  # reaped while the next one waits
+        if stopped and not ended.strays:  # its exit went on beside the answer: it ends before
+            wait_for(pid)  # the next call's process is made (a lock it held through a mapping)
         ahead = True
 
 

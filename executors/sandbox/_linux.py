@@ -411,20 +411,15 @@ def keep_only(*fds: int) -> None:
     os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def wait_for(pid: int, stops: bool = False, dying: int = 0) -> int:
-    """Wait for child `pid` to exit, or if `stops` to stop itself with SIGSTOP, and for child
-    `dying` (if any) to be reaped, reaping any other child that ends first; `pid`'s wait
-    status."""
+def wait_for(pid: int, stops: bool = False) -> int:
+    """Wait for child `pid` to exit, or if `stops` to stop itself with SIGSTOP (reaping any
+    other child that ends first); its wait status."""
     flags = os.WUNTRACED if stops else 0
-    found = None
-    while found is None or dying:
+    while True:
         reaped, wait_status = os.waitpid(-1, flags)
         stopped = os.WIFSTOPPED(wait_status)
-        if reaped == dying and not stopped:
-            dying = 0
-        elif reaped == pid and (not stopped or os.WSTOPSIG(wait_status) == signal.SIGSTOP):
-            found = wait_status
-    return found
+        if reaped == pid and (not stopped or os.WSTOPSIG(wait_status) == signal.SIGSTOP):
+            return wait_status
 
 
 def kill_the_rest() -> bool:

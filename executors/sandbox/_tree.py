@@ -84,8 +84,12 @@ class MadeTree:
             self.down.close()
 
     def close(self) -> None:
-        """Reap the tree, then remove its cgroup (after the call's `Done`: off its path)."""
+        """Reap the tree, then remove its cgroup (after the call's `Done`: off its path).
+        Without a pid namespace, what init left running comes back to this subreaper when it
+        dies: swept, so that none outlives the tree."""
         self.reap()
+        if not self.pid_namespace:
+            _sweep()
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None

@@ -201,8 +201,10 @@ class _Sigevent(ctypes.Structure):
 
 @tool
 def wakes_itself_to_linger(path: str) -> str:
-    """Arm a timer that sends this process SIGCONT every half millisecond, and make its exit
-    (`os._exit`, as the sandbox calls it) append to `path` forever instead."""
+    """Arm a timer that sends this process SIGCONT every half millisecond (handled: a timer of
+    an ignored signal is parked), and make its exit (`os._exit`, as the sandbox calls it) fork
+    a process that appends to `path` forever, and append to it too."""
+    signal.signal(signal.SIGCONT, lambda *_: None)
     libc = ctypes.CDLL(None, use_errno=True)
     timer = ctypes.c_void_p()
     event = _Sigevent(None, signal.SIGCONT, 0)
@@ -212,6 +214,7 @@ def wakes_itself_to_linger(path: str) -> str:
     libc.timer_settime(timer, 0, ctypes.byref((_Timespec * 2)(half_ms, half_ms)), None)
 
     def linger(code: int) -> None:
+        os.fork()
         with open(path, "a") as f:
             while True:
                 f.write("still here\n")
