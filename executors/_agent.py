@@ -13,6 +13,7 @@ __all__ = [
     "answered",
     "as_tool",
     "built",
+    "came_through",
     "parenting",
     "unpacked",
 ]
@@ -38,7 +39,7 @@ from turnstile.core import (
 from turnstile.core.guardrails import GuardrailFunction
 from turnstile.providers import ModelRouter, model_client
 
-from ._effects import check_model
+from ._effects import check_model, is_async
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner
 
 if TYPE_CHECKING:
@@ -185,6 +186,18 @@ class ChildApproval(AwaitApproval, frozen=True, tag="child_approval"):
         return self.via[-1][1]
 
 
+def came_through(
+    command: AwaitApproval, via: tuple[str, str], tools: Iterable[ToolSpec]
+) -> ChildApproval:
+    """A child run's request as its parent shows it, the parent's sub-agent call `via` in
+    front (a grandchild's goes on up); `tools`, the child's, hold the one whose schema checks
+    an edit."""
+    if type(command) is ChildApproval:
+        return msgspec.structs.replace(command, via=(via, *command.via))
+    tool = next((t for t in tools if t.name == command.name), None)
+    return ChildApproval(command.id, command.name, command.arguments, via=(via,), tool=tool)
+
+
 _PARENT: contextvars.ContextVar[Parent | None] = contextvars.ContextVar("turnstile_parent")
 
 
@@ -293,10 +306,7 @@ class SubAgent(Tool):
         def asked(command: AwaitApproval) -> ChildApproval:
             return self._request(command, via)
 
-        call = getattr(approve, "__call__", None)  # noqa: B004  # an object whose __call__ is async
-        if parent.is_async and (
-            inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(call)
-        ):
+        if parent.is_async and is_async(approve):
 
             async def ask(command: AwaitApproval) -> Any:
                 return await approve(asked(command))
@@ -305,18 +315,14 @@ class SubAgent(Tool):
         return lambda command: approve(asked(command))
 
     def _request(self, command: AwaitApproval, via: tuple[str, str]) -> ChildApproval:
-        """`command`, of the child run of call `via`, as the parent's request: a grandchild's
-        goes on up with this call in front."""
-        if type(command) is ChildApproval:
-            return msgspec.structs.replace(command, via=(via, *command.via))
+        """`command`, of the child run of call `via`, as the parent's request."""
         child = self.child
         spec, tools = (child.spec, child.tools) if isinstance(child, Agent) else (child, self.tools)
-        if not spec.tools:
+        if not spec.tools and type(command) is not ChildApproval:
             from ._toolbox import as_runner
 
             spec = msgspec.structs.replace(spec, tools=tuple(as_runner(tools).specs))
-        tool = next((t for t in spec.tools if t.name == command.name), None)
-        return ChildApproval(command.id, command.name, command.arguments, via=(via,), tool=tool)
+        return came_through(command, via, spec.tools)
 
     def _left_open(
         self, session: Session, call_id: str, held: list[ChildApproval] | InvalidObservation

@@ -13,6 +13,7 @@ __all__ = [
     "call_model",
     "check_model",
     "has_method",
+    "is_async",
     "model_failed",
     "opened",
     "returned",
@@ -183,3 +184,11 @@ def answer(command: AwaitApproval, decision: Decision, now: float) -> Observatio
     if type(decision) is Edit:
         return Approved(command.id, arguments=decision.arguments, now=now)
     return Denied(command.id, decision if isinstance(decision, str) else "", now=now)
+
+
+def is_async(fn: Callable[..., object]) -> bool:
+    """Whether calling `fn` gives an awaitable: a coroutine function, or an object whose
+    `__call__` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004  # an object whose __call__ is async
+    )

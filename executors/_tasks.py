@@ -42,7 +42,7 @@ from turnstile.core import (
     ToolReturned,
 )
 
-from ._effects import answer, has_method, returned
+from ._effects import answer, has_method, is_async, returned
 from ._invoke import ainvoke, failure
 from ._protocols import AsyncModelClient, ModelClient, ToolRunner, takes
 from ._session import Session
@@ -334,12 +334,6 @@ def event_loop_clock() -> Callable[[], float]:
     import trio
 
     return trio.lowlevel.current_clock().current_time  # `trio.current_time` finds it each call
-
-
-def is_async(fn: Callable[..., object]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004  # an object whose __call__ is async
-    )
 
 
 def cancelled(exc: BaseException) -> bool:

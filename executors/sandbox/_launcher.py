@@ -12,11 +12,12 @@ it. A tree serves a launcher's calls in turn, one process per call:
                                    itself, runs it), then the next call's, ...
 
 Init forks each call's process once the last call is answered and nothing of it is left
-(whatever it left running killed and reaped, its own process too), so a warm call costs a hand-over to a process already made: no fork, no
-namespace, no root to build, no process to tear down before the answer. Nothing in a tree runs
-tool code before the call's process has confined itself for its call, and nothing of a call
-runs after its answer. A tree whose call ended otherwise than cleanly (killed, at a limit, a crash,
-processes left running) is discarded and a new one made. The launcher never reads a call (it
+(whatever it left running killed and reaped, its own process too), so a warm call costs a
+hand-over to a process already made: no fork, no namespace, no root to build, no process to
+tear down before the answer. Nothing in a tree runs tool code before the call's process has
+confined itself for its call, and nothing of a call runs after its answer. A tree whose call
+ended otherwise than cleanly (killed, at a limit, a crash, processes left running) is
+discarded and a new one made. The launcher never reads a call (it
 passes the memfd holding it on to the call's process): every process it or init forks comes
 from a state that never held another call's arguments.
 

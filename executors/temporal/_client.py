@@ -32,7 +32,13 @@ from turnstile.core import (
     ToolReturned,
 )
 from turnstile.core.messages import Message
-from turnstile.executors._agent import Agent, ChildApproval, agent_guardrails, unpacked
+from turnstile.executors._agent import (
+    Agent,
+    ChildApproval,
+    agent_guardrails,
+    came_through,
+    unpacked,
+)
 from turnstile.executors._events import ModelCallStarted, Narrator, Update
 from turnstile.executors._run import Run
 from turnstile.executors._served import Fork
@@ -163,7 +169,8 @@ class LoopHandle:
         running = {c.id: c.name for c in commands if type(c) is RunTool}
         for call_id, child in (await self._children(running)).items():
             via = (running[call_id], call_id)
-            found += [_came_through(request, via, child) for request in await child.waiting()]
+            asked = await child.waiting()
+            found += [came_through(request, via, child.spec.tools) for request in asked]
         return found
 
     async def _children(self, running: Mapping[str, str]) -> dict[str, LoopHandle]:
@@ -248,14 +255,6 @@ class LoopHandle:
         if found is None:
             raise ProtocolError(f"the run has no sub-agent call {call_id!r} running")
         return found
-
-
-def _came_through(request: AwaitApproval, via: tuple[str, str], child: LoopHandle) -> ChildApproval:
-    """A child run's request as its parent shows it: `via` the parent's sub-agent call first."""
-    if isinstance(request, ChildApproval):
-        return msgspec.structs.replace(request, via=(via, *request.via))
-    tool = next((t for t in child.spec.tools if t.name == request.name), None)
-    return ChildApproval(request.id, request.name, request.arguments, via=(via,), tool=tool)
 
 
 async def start(
