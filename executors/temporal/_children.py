@@ -91,6 +91,11 @@ def _held(tool: SubAgent, models: Mapping[str, Any]) -> Child:
         spec = msgspec.structs.replace(spec, tools=tuple(runner.specs))
     if model is None or isinstance(model, str):
         name = model or ""
+        if name and name not in models:
+            raise TypeError(
+                f"the sub-agent {tool.name}'s model {name!r} is not among the worker's models "
+                f"({', '.join(sorted(models))}): give it to worker(models=)"
+            )
     else:
         name = next((n for n, client in models.items() if client is model), "")
         if not name:

@@ -300,6 +300,13 @@ def test_a_sub_agents_client_model_must_be_among_the_workers_models(env: Env) ->
     with pytest.raises(TypeError, match="the sub-agent helper's model is a client"):
         env.wait(make({"m": ScriptedModel(scripted)}), 30)
     assert env.wait(make({"own": own}), 30) is not None
+    named = as_tool(NAPPER, name="named", description="Help.", model="elsewhere", tools=[nap])
+    with pytest.raises(TypeError, match="model 'elsewhere' is not among the worker's models"):
+        env.wait(temporal_worker_of(env, named), 30)
+
+
+async def temporal_worker_of(env: Env, tool: Any) -> Any:
+    return temporal.worker(env.client, models={"m": ScriptedModel(scripted)}, tools=[tool])
 
 
 TOP = LoopSpec(system="top", models=("m",), prices=world.PRICES)
