@@ -315,9 +315,10 @@ def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
         print(f"turnstile: cancelled{again if args.journal else ''}", file=sys.stderr)
         return 130
     for waiting in run.waiting:  # no terminal to ask on
+        via = "".join(f" of sub-agent {n} (call {c})" for n, c in getattr(waiting, "via", ())[::-1])
         print(
-            f"turnstile: {waiting.name} ({waiting.id}) awaits approval: run it on a terminal to "
-            "answer, or in code with approve=",
+            f"turnstile: {waiting.name} ({waiting.id}){via} awaits approval: run it on a "
+            "terminal to answer, or in code with approve=",
             file=sys.stderr,
         )
     if agent.spec.output is not None and run.output is not None:

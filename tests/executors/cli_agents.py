@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 from turnstile.core import LoopSpec, ModelRequest, Price, tool
 from turnstile.core.messages import ModelResponse, ModelStop, Text, ToolCall, ToolResults, Usage
-from turnstile.executors import Agent, ScriptedModel
+from turnstile.executors import Agent, ScriptedModel, as_tool
 
 
 @tool
@@ -51,6 +51,21 @@ approved = Agent(
     PRICED, model=ScriptedModel(answer), tools=[tool(needs_approval=True)(get_weather.fn)]
 )
 interruptible = Agent(PRICED, model=ScriptedModel(answer), tools=[wait_for_release])
+
+
+class City(msgspec.Struct):
+    city: str
+
+
+forecaster = as_tool(
+    LoopSpec(system="You forecast."),
+    name="forecast",
+    description="Forecast a city's weather.",
+    tools=[tool(needs_approval=True)(get_weather.fn)],
+    input=City,
+)
+delegating = Agent(PRICED, model=ScriptedModel(answer), tools=[forecaster])
+"""A run whose sub-agent's call needs approval."""
 
 
 class Forecast(msgspec.Struct):

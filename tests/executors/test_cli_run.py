@@ -260,6 +260,18 @@ def test_elsewhere_a_call_that_needs_approval_waits_and_exits_1(
     assert loop.state.phase == "awaiting_approval"  # to answer later
 
 
+def test_elsewhere_a_sub_agent_s_call_that_needs_approval_is_named_with_its_sub_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = str(tmp_path / "run.journal")
+    argv = ["run", "--journal", journal, "tests.executors.cli_agents:delegating", "Weather?"]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "turnstile: get_weather (c1) of sub-agent forecast (call c1) awaits approval: run it on "
+        "a terminal to answer, or in code with approve="
+    )
+
+
 def test_the_status_line_is_live_only_on_a_terminal_with_rich(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
