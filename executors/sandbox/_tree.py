@@ -86,9 +86,10 @@ class MadeTree:
     def close(self) -> None:
         """Reap the tree, then remove its cgroup (after the call's `Done`: off its path).
         Without a pid namespace, what init left running comes back to this subreaper when it
-        dies: swept, so that none outlives the tree."""
+        dies: swept here, unless `supervise` reaped init and swept already."""
+        reaping = self.pidfd >= 0
         self.reap()
-        if not self.pid_namespace:
+        if reaping and not self.pid_namespace:
             _sweep()
         if self.cgroup is not None:
             self.cgroup.remove()

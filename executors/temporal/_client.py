@@ -163,15 +163,19 @@ class LoopHandle:
         """The calls awaiting a human's approval now: the run's own, then those its sub-agents'
         child runs wait on, as `ChildApproval`s naming the calls they came through (as under
         `sync`; found with `client`, which `start` gives)."""
-        loop = await self.loop()
-        commands = [] if loop is None else loop.outstanding_commands()
-        found = [c for c in commands if type(c) is AwaitApproval]
-        running = {c.id: c.name for c in commands if type(c) is RunTool}
+        found, running = await self._outstanding()
         for call_id, child in (await self._children(running)).items():
             via = (running[call_id], call_id)
             asked = await child.waiting()
             found += [came_through(request, via, child.spec.tools) for request in asked]
         return found
+
+    async def _outstanding(self) -> tuple[list[AwaitApproval], dict[str, str]]:
+        """The run's own calls awaiting approval, and the tools of its running calls by id."""
+        loop = await self.loop()
+        commands = [] if loop is None else loop.outstanding_commands()
+        awaiting = [c for c in commands if type(c) is AwaitApproval]
+        return awaiting, {c.id: c.name for c in commands if type(c) is RunTool}
 
     async def _children(self, running: Mapping[str, str]) -> dict[str, LoopHandle]:
         """The handles of the child runs of `running` calls, by call id. Raises `TypeError`
@@ -180,15 +184,17 @@ class LoopHandle:
             return {}
         history = await self.workflow.fetch_history()
         found = {k: v for k, v in running_in(history).items() if k in running}
-        if found and self.client is None:
+        client = self.client
+        if not found:
+            return {}
+        if client is None:
             raise TypeError(
                 "the run's sub-agents run in child workflows: make its handle with client= "
                 "(as start() does) to reach them"
             )
         return {
-            call_id: LoopHandle(self.client.get_workflow_handle(id), spec, client=self.client)
+            call_id: LoopHandle(client.get_workflow_handle(id), spec, client=client)
             for call_id, (id, spec) in found.items()
-            if self.client is not None
         }
 
     async def answer(
@@ -242,16 +248,14 @@ class LoopHandle:
 
     async def _awaits(self, call_id: str) -> bool:
         """Whether the run's own call `call_id` awaits approval."""
-        loop = await self.loop()
-        commands = [] if loop is None else loop.outstanding_commands()
-        return any(type(c) is AwaitApproval and c.id == call_id for c in commands)
+        awaiting, _ = await self._outstanding()
+        return any(c.id == call_id for c in awaiting)
 
     async def _child(self, call_id: str) -> LoopHandle:
         """The child run of the run's sub-agent call `call_id`, running now."""
-        loop = await self.loop()
-        commands = [] if loop is None else loop.outstanding_commands()
-        running = {c.id: c.name for c in commands if type(c) is RunTool and c.id == call_id}
-        found = (await self._children(running)).get(call_id)
+        _, running = await self._outstanding()
+        mine = {k: v for k, v in running.items() if k == call_id}
+        found = (await self._children(mine)).get(call_id)
         if found is None:
             raise ProtocolError(f"the run has no sub-agent call {call_id!r} running")
         return found
